@@ -1,0 +1,1 @@
+"""Billing: rates, cost apportionment, monthly statements, budgets and exports."""

@@ -1,0 +1,120 @@
+"""Who may see and do what. Every view and API view asks here, nowhere else.
+
+Rules (DESIGN.md §5): an engineer sees only their projects; a manager decides
+only for projects they manage; admins (staff) see and configure everything;
+finance reads everything. An object outside a user's reach is answered 404, so
+its existence is not revealed.
+"""
+
+from typing import Any, TypeVar
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import Model, QuerySet
+from django.http import Http404
+
+from portal.models import FINANCE_GROUP, Membership, Project
+
+User = AbstractBaseUser | AnonymousUser
+M = TypeVar("M", bound=Model)
+
+
+def is_admin(user: User) -> bool:
+    return bool(user.is_authenticated and user.is_active and user.is_staff)
+
+
+def is_finance(user: User) -> bool:
+    if not (user.is_authenticated and user.is_active):
+        return False
+    cached = getattr(user, "_portal_is_finance", None)
+    if cached is None:
+        cached = user.groups.filter(name=FINANCE_GROUP).exists()
+        user._portal_is_finance = cached
+    return cached
+
+
+def sees_everything(user: User) -> bool:
+    return is_admin(user) or is_finance(user)
+
+
+def roles(user: User) -> dict[int, str]:
+    """Project id → role for the user's active projects, read once per user object."""
+    if not (user.is_authenticated and user.is_active):
+        return {}
+    cached = getattr(user, "_portal_roles", None)
+    if cached is None:
+        cached = dict(
+            Membership.objects.filter(user=user, project__is_active=True).values_list(
+                "project_id", "role"
+            )
+        )
+        user._portal_roles = cached
+    return cached
+
+
+def role_in(user: User, project: Project | int) -> str | None:
+    project_id = project if isinstance(project, int) else project.pk
+    return roles(user).get(project_id)
+
+
+def visible_projects(user: User) -> QuerySet[Project]:
+    if sees_everything(user):
+        return Project.objects.all()
+    return Project.objects.filter(pk__in=list(roles(user)))
+
+
+def managed_project_ids(user: User) -> list[int]:
+    if is_admin(user):
+        return list(Project.objects.values_list("pk", flat=True))
+    return [pid for pid, role in roles(user).items() if role == Membership.Role.MANAGER]
+
+
+def can_view_project(user: User, project: Project | int) -> bool:
+    return sees_everything(user) or role_in(user, project) is not None
+
+
+def can_request_for(user: User, project: Project | int) -> bool:
+    """Members (engineers and managers) rent GPUs for their project."""
+    return role_in(user, project) is not None
+
+
+def can_manage(user: User, project: Project | int) -> bool:
+    return is_admin(user) or role_in(user, project) == Membership.Role.MANAGER
+
+
+def scope(queryset: QuerySet[M], user: User, *, project_field: str = "project") -> QuerySet[M]:
+    """Restrict any project-owned queryset to what the user may see."""
+    if sees_everything(user):
+        return queryset
+    return queryset.filter(**{f"{project_field}_id__in": list(roles(user))})
+
+
+def get_visible_or_404(
+    queryset: QuerySet[M], user: User, *, project_field: str = "project", **lookup: Any
+) -> M:
+    try:
+        return scope(queryset, user, project_field=project_field).get(**lookup)
+    except queryset.model.DoesNotExist:
+        raise Http404 from None
+
+
+def get_project_or_404(user: User, slug: str) -> Project:
+    try:
+        return visible_projects(user).get(slug=slug)
+    except Project.DoesNotExist:
+        raise Http404 from None
+
+
+def require_manager(user: User, project: Project) -> None:
+    """Managers of the project (and admins) only; others get 404 like any outsider."""
+    if not can_manage(user, project):
+        raise Http404
+
+
+def require_member(user: User, project: Project) -> None:
+    if not can_request_for(user, project):
+        raise Http404
+
+
+def require_admin(user: User) -> None:
+    if not is_admin(user):
+        raise Http404

@@ -1,0 +1,90 @@
+"""One hierarchy of domain errors, mapped to HTTP in one place.
+
+Services raise these; web views, API views and tasks never invent their own.
+Each error carries a stable reason code (``over_ceiling``, ``no_capacity`` …)
+and, when one input caused it, the name of that field.
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.utils.translation import gettext_lazy as _
+from rest_framework.response import Response
+from rest_framework.views import exception_handler
+
+
+class DomainError(Exception):
+    status = 409
+    default_code = "refused"
+
+    def __init__(self, message: str, *, code: str = "", field: str = "") -> None:
+        super().__init__(message)
+        self.message = str(message)
+        self.code = code or self.default_code
+        self.field = field
+
+    def as_dict(self) -> dict[str, str]:
+        data = {"code": self.code, "detail": self.message}
+        if self.field:
+            data["field"] = self.field
+        return data
+
+
+class InvalidInput(DomainError):
+    """A value breaks a rule that belongs to one field (R1, Q1)."""
+
+    status = 400
+    default_code = "invalid"
+
+
+class QuotaExceeded(DomainError):
+    default_code = "over_quota"
+
+
+class InvalidTransition(DomainError):
+    default_code = "invalid_transition"
+
+
+class NotPermitted(DomainError):
+    status = 403
+    default_code = "not_permitted"
+
+
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, DomainError):
+        if isinstance(exc, InvalidInput) and exc.field:
+            return Response({exc.field: [exc.message], "code": exc.code}, status=exc.status)
+        return Response(exc.as_dict(), status=exc.status)
+    return exception_handler(exc, context)
+
+
+class DomainErrorMiddleware:
+    """A domain error that escapes a web view becomes a message, never a traceback."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exc: Exception) -> HttpResponse | None:
+        if not isinstance(exc, DomainError):
+            return None
+        if getattr(request, "htmx", False):
+            return render(request, "portal/_error.html", {"error": exc}, status=200)
+        messages.error(request, exc.message)
+        back = request.headers.get("Referer") or "/"
+        if not back.startswith(("/", request.build_absolute_uri("/"))):
+            back = "/"
+        return HttpResponseRedirect(back)
+
+
+ERROR_TITLES = {
+    400: _("Bad request"),
+    403: _("Not permitted"),
+    404: _("Not found"),
+    409: _("Refused"),
+}

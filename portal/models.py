@@ -1,0 +1,114 @@
+"""The people side: projects, who belongs to them, and the audit log."""
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+FINANCE_GROUP = "finance"
+
+
+class Project(models.Model):
+    slug = models.SlugField(_("slug"), max_length=50, unique=True)
+    name = models.CharField(_("name"), max_length=120)
+    cost_center = models.CharField(_("cost center"), max_length=60, blank=True)
+    is_active = models.BooleanField(_("active"), default=True)
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
+    members = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, through="Membership", related_name="projects"
+    )
+
+    class Meta:
+        ordering = ["slug"]
+        verbose_name = _("project")
+        verbose_name_plural = _("projects")
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("rental:project", kwargs={"slug": self.slug})
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        MANAGER = "manager", _("Manager")
+        ENGINEER = "engineer", _("Engineer")
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(_("role"), max_length=16, choices=Role.choices, default=Role.ENGINEER)
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
+
+    class Meta:
+        verbose_name = _("membership")
+        verbose_name_plural = _("memberships")
+        constraints = [
+            models.UniqueConstraint(fields=["user", "project"], name="one_membership_per_project"),
+            models.CheckConstraint(
+                condition=models.Q(role__in=["manager", "engineer"]), name="membership_role_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} · {self.project} ({self.get_role_display()})"
+
+
+class AuditEvent(models.Model):
+    class Source(models.TextChoices):
+        WEB = "web", _("Web")
+        API = "api", _("API")
+        WORKER = "worker", _("Worker")
+        ADMIN = "admin", _("Admin")
+        COMMAND = "command", _("Command")
+
+    at = models.DateTimeField(_("at"), default=timezone.now, db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    verb = models.CharField(_("verb"), max_length=60, db_index=True)
+    object_type = models.CharField(_("object type"), max_length=60)
+    object_id = models.CharField(_("object id"), max_length=64)
+    project = models.ForeignKey(
+        Project, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    before = models.JSONField(_("before"), default=dict, blank=True)
+    after = models.JSONField(_("after"), default=dict, blank=True)
+    source = models.CharField(_("source"), max_length=16, choices=Source.choices)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        verbose_name = _("audit event")
+        verbose_name_plural = _("audit events")
+        indexes = [models.Index(fields=["object_type", "object_id"])]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.verb} {self.object_type}#{self.object_id}"
+
+
+class Notification(models.Model):
+    """A message for one person, shown in the portal and mailed."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications"
+    )
+    subject = models.CharField(_("subject"), max_length=200)
+    body = models.TextField(_("body"), blank=True)
+    link = models.CharField(_("link"), max_length=300, blank=True)
+    created_at = models.DateTimeField(_("created at"), default=timezone.now, db_index=True)
+    read_at = models.DateTimeField(_("read at"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = _("notification")
+        verbose_name_plural = _("notifications")
+
+    def __str__(self) -> str:
+        return self.subject

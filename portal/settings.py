@@ -1,0 +1,294 @@
+"""Settings, read from the environment.
+
+With no environment at all this is the embedded demo: SQLite, Celery on kombu's
+filesystem transport, a generated secret and encryption key kept under var/.
+``PORTAL_ENV=production`` refuses to start without an explicit secret key and
+encryption keys, and turns on every secure-transport setting. Bad values fail
+loudly at start-up, never silently fall back.
+"""
+
+import json
+import os
+import secrets
+from pathlib import Path
+
+import dj_database_url
+from cryptography.fernet import Fernet
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.translation import gettext_lazy as _
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("PORTAL_VAR_DIR", BASE_DIR / "var"))
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default).strip()
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name} must be true or false, not {raw!r}.")
+
+
+def env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, not {raw!r}.") from None
+
+
+def env_list(name: str, default: str = "") -> list[str]:
+    return [item.strip() for item in env_str(name, default).split(",") if item.strip()]
+
+
+PORTAL_ENV = env_str("PORTAL_ENV", "demo")
+if PORTAL_ENV not in {"demo", "production"}:
+    raise ImproperlyConfigured(f"PORTAL_ENV must be 'demo' or 'production', not {PORTAL_ENV!r}.")
+PRODUCTION = PORTAL_ENV == "production"
+
+
+def _demo_secrets() -> dict[str, str]:
+    """Secrets for the demo only, generated once and kept out of the repository."""
+    path = VAR_DIR / "demo-secrets.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    values = {
+        "secret_key": secrets.token_urlsafe(50),
+        "encryption_key": Fernet.generate_key().decode(),
+    }
+    path.write_text(json.dumps(values))
+    path.chmod(0o600)
+    return values
+
+
+SECRET_KEY = env_str("SECRET_KEY")
+PORTAL_ENCRYPTION_KEYS = env_list("PORTAL_ENCRYPTION_KEYS")
+if PRODUCTION:
+    if not SECRET_KEY:
+        raise ImproperlyConfigured("SECRET_KEY must be set when PORTAL_ENV=production.")
+    if not PORTAL_ENCRYPTION_KEYS:
+        raise ImproperlyConfigured(
+            "PORTAL_ENCRYPTION_KEYS must be set when PORTAL_ENV=production "
+            "(comma-separated Fernet keys, newest first)."
+        )
+elif not SECRET_KEY or not PORTAL_ENCRYPTION_KEYS:
+    _generated = _demo_secrets()
+    SECRET_KEY = SECRET_KEY or _generated["secret_key"]
+    PORTAL_ENCRYPTION_KEYS = PORTAL_ENCRYPTION_KEYS or [_generated["encryption_key"]]
+for _key in PORTAL_ENCRYPTION_KEYS:
+    try:
+        Fernet(_key)
+    except ValueError:
+        raise ImproperlyConfigured(
+            "PORTAL_ENCRYPTION_KEYS holds a value that is not a Fernet key "
+            "(32 url-safe base64-encoded bytes)."
+        ) from None
+
+DEBUG = env_bool("DEBUG", not PRODUCTION)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "" if PRODUCTION else "127.0.0.1,localhost,testserver")
+if PRODUCTION and not ALLOWED_HOSTS:
+    raise ImproperlyConfigured("ALLOWED_HOSTS must be set when PORTAL_ENV=production.")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "rest_framework",
+    "django_htmx",
+    "portal.apps.PortalConfig",
+    "rental.apps.RentalConfig",
+    "billing.apps.BillingConfig",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.locale.LocaleMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "portal.errors.DomainErrorMiddleware",
+]
+
+ROOT_URLCONF = "portal.urls"
+WSGI_APPLICATION = "portal.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "portal.context_processors.navigation",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'demo.sqlite3'}"),
+        conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60 if PRODUCTION else 0),
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The demo's web, worker and beat share one file; wait for the writer instead of failing.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
+    )
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+_redis_url = env_str("REDIS_URL")
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _redis_url}
+        if _redis_url
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard"
+LOGOUT_REDIRECT_URL = "login"
+# Failed logins allowed per username and per address in LOGIN_THROTTLE_WINDOW seconds.
+LOGIN_THROTTLE_ATTEMPTS = env_int("LOGIN_THROTTLE_ATTEMPTS", 5)
+LOGIN_THROTTLE_WINDOW = env_int("LOGIN_THROTTLE_WINDOW", 900)
+
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", _("English")), ("zh-hans", _("Simplified Chinese"))]
+LOCALE_PATHS = [BASE_DIR / "locale"]
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = Path(env_str("STATIC_ROOT", str(VAR_DIR / "static")))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            if PRODUCTION
+            else "django.contrib.staticfiles.storage.StaticFilesStorage"
+        )
+    },
+}
+
+# Email: console in the demo; SMTP when EMAIL_HOST is set.
+EMAIL_HOST = env_str("EMAIL_HOST")
+EMAIL_PORT = env_int("EMAIL_PORT", 587)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", True)
+EMAIL_BACKEND = (
+    "django.core.mail.backends.smtp.EmailBackend"
+    if EMAIL_HOST
+    else "django.core.mail.backends.console.EmailBackend"
+)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "GPU Portal <gpu-portal@localhost>")
+
+# Celery: Redis in production and tests; kombu's filesystem transport in the demo.
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    _broker_dir = VAR_DIR / "broker"
+    for _sub in ("queue", "processed"):
+        (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir / "queue"),
+        "data_folder_out": str(_broker_dir / "queue"),
+        "processed_folder": str(_broker_dir / "processed"),
+        "store_processed": False,
+    }
+CELERY_TASK_ALWAYS_EAGER = False
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TIMEZONE = "UTC"
+CELERY_BEAT_SCHEDULE = {
+    "sync-instances": {
+        "task": "rental.tasks.sync_instances_task",
+        "schedule": float(env_int("PORTAL_SYNC_INTERVAL", 30)),
+    },
+    "end-expired-leases": {
+        "task": "rental.tasks.end_expired_leases_task",
+        "schedule": float(env_int("PORTAL_LEASE_CHECK_INTERVAL", 30)),
+    },
+}
+
+# The portal's own policy.
+PORTAL_INSTALLATION_ID = env_str("PORTAL_INSTALLATION_ID", "demo" if not PRODUCTION else "")
+if not PORTAL_INSTALLATION_ID:
+    raise ImproperlyConfigured("PORTAL_INSTALLATION_ID must name this installation (cloud tags).")
+PORTAL_MAX_LEASE_HOURS = env_int("PORTAL_MAX_LEASE_HOURS", 168)
+PORTAL_PREEMPTION_NOTICE_SECONDS = env_int("PORTAL_PREEMPTION_NOTICE_SECONDS", 120)
+PORTAL_MINIMUM_BILLED_SECONDS = env_int("PORTAL_MINIMUM_BILLED_SECONDS", 60)
+PORTAL_LAUNCH_STALE_SECONDS = env_int("PORTAL_LAUNCH_STALE_SECONDS", 600)
+PORTAL_CURRENCY = env_str("PORTAL_CURRENCY", "USD")
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "EXCEPTION_HANDLER": "portal.errors.api_exception_handler",
+}
+
+if PRODUCTION:
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    # The SDK logs request headers at DEBUG; never let them reach a log line.
+    "loggers": {
+        "botocore": {"level": "WARNING"},
+        "boto3": {"level": "WARNING"},
+        "urllib3": {"level": "WARNING"},
+    },
+}
+
+# The dashboard is a shell; each app serves its own panel as an HTMX partial.
+PORTAL_DASHBOARD_PANELS = ["rental:panel_leases", "rental:panel_approvals", "billing:panel_spend"]

@@ -1,0 +1,1 @@
+"""The compute side: catalog, accounts, pools, quotas, leases, instances and usage."""

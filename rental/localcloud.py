@@ -1,0 +1,358 @@
+"""A local EC2-compatible endpoint for the demo and the tests.
+
+moto's server runs in a background thread on 127.0.0.1, wrapped in a small WSGI middleware
+that can answer EC2 Query actions with injected errors (in EC2's own XML error format, so
+boto3 raises exactly the ``ClientError`` it would raise against AWS), can refuse requests
+signed with unknown access keys, and records every request it sees.
+
+    cloud = start()                       # cloud.url == "http://127.0.0.1:<port>"
+    cloud.inject(action="RunInstances", code="InsufficientInstanceCapacity", times=2)
+    cloud.require_access_keys({"AKIDGOOD"})
+    cloud.count("DescribeInstances")
+    cloud.reset()                         # no faults, any key, empty log, empty cloud
+    cloud.stop()
+
+Run in the foreground with ``python -m rental.localcloud --port 5005``.
+
+moto keeps its state in process-wide backends, so every LocalCloud in one process shares
+the same cloud, and ``reset()`` empties it for all of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import re
+import sys
+import threading
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import parse_qs
+from xml.sax.saxutils import escape
+
+from moto import settings as moto_settings
+from moto.moto_server.werkzeug_app import (
+    DomainDispatcherApplication,
+    MotoRequestHandler,
+    create_backend_app,
+)
+from werkzeug.serving import BaseWSGIServer, make_server
+
+Environ = dict[str, Any]
+StartResponse = Callable[..., Any]
+WsgiApp = Callable[[Environ, StartResponse], Iterable[bytes]]
+
+HOST = "127.0.0.1"
+MOTO_API_PREFIX = "/moto-api/"
+
+# HTTP statuses EC2 answers these codes with; anything else defaults to 400.
+_STATUS_BY_CODE: dict[str, int] = {
+    "AuthFailure": 401,
+    "UnauthorizedOperation": 403,
+    "OptInRequired": 403,
+    "Blocked": 403,
+    "InsufficientInstanceCapacity": 500,
+    "InsufficientCapacity": 500,
+    "InsufficientHostCapacity": 500,
+    "InsufficientReservedInstanceCapacity": 500,
+    "InternalError": 500,
+    "RequestLimitExceeded": 503,
+    "Unavailable": 503,
+    "ServiceUnavailable": 503,
+}
+_CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/")
+_AUTH_FAILURE_MESSAGE = "AWS was not able to validate the provided access credentials"
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request the local cloud answered (moto-api calls are not recorded)."""
+
+    action: str
+    access_key_id: str
+    status: int
+    faulted: bool
+
+
+@dataclass
+class _Fault:
+    action: str | None
+    code: str
+    message: str
+    status: int
+    remaining: int
+
+
+def ec2_error_body(code: str, message: str) -> bytes:
+    """An error answer in EC2's XML format."""
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f"<Response><Errors><Error><Code>{escape(code)}</Code>"
+        f"<Message>{escape(message)}</Message></Error></Errors>"
+        f"<RequestID>{uuid.uuid4()}</RequestID></Response>"
+    ).encode()
+
+
+def _access_key_id(environ: Environ) -> str:
+    for source in (environ.get("HTTP_AUTHORIZATION", ""), environ.get("QUERY_STRING", "")):
+        match = _CREDENTIAL.search(source.replace("X-Amz-Credential=", "Credential="))
+        if match:
+            return match.group(1)
+    return ""
+
+
+def _action(environ: Environ) -> str:
+    """The EC2 Query ``Action`` of the request; the body is buffered and put back."""
+    query = parse_qs(environ.get("QUERY_STRING", ""))
+    if "Action" in query:
+        return query["Action"][0]
+    content_type = environ.get("CONTENT_TYPE", "")
+    if environ.get("REQUEST_METHOD") != "POST" or "x-www-form-urlencoded" not in content_type:
+        return ""
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    stream = environ["wsgi.input"]
+    if length > 0:
+        body = stream.read(length)
+    elif environ.get("wsgi.input_terminated"):
+        body = stream.read()
+    else:
+        body = b""
+    environ["wsgi.input"] = io.BytesIO(body)
+    environ["CONTENT_LENGTH"] = str(len(body))
+    form = parse_qs(body.decode("utf-8", errors="replace"))
+    return form.get("Action", [""])[0]
+
+
+class FaultInjector:
+    """WSGI middleware in front of moto: access-key checks, injected faults, a request log.
+
+    Thread-safe: the server thread answers requests while the test thread changes faults.
+    """
+
+    def __init__(self, app: WsgiApp) -> None:
+        self._app = app
+        self._lock = threading.Lock()
+        self._faults: list[_Fault] = []
+        self._allowed_keys: frozenset[str] | None = None
+        self._log: list[RecordedRequest] = []
+
+    def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+        if environ.get("PATH_INFO", "").startswith(MOTO_API_PREFIX):
+            return self._app(environ, start_response)
+        action = _action(environ)
+        key_id = _access_key_id(environ)
+        with self._lock:
+            if self._allowed_keys is not None and key_id not in self._allowed_keys:
+                fault: _Fault | None = _Fault(action, "AuthFailure", _AUTH_FAILURE_MESSAGE, 401, 1)
+            else:
+                fault = self._take_fault(action)
+        if fault is not None:
+            self._record(action, key_id, fault.status, faulted=True)
+            body = ec2_error_body(fault.code, fault.message)
+            try:
+                reason = HTTPStatus(fault.status).phrase
+            except ValueError:
+                reason = "Error"
+            start_response(
+                f"{fault.status} {reason}",
+                [("Content-Type", "text/xml;charset=UTF-8"), ("Content-Length", str(len(body)))],
+            )
+            return [body]
+
+        statuses: list[int] = []
+
+        def recording_start_response(status: str, headers: Any, *args: Any) -> Any:
+            statuses.append(int(status.split(" ", 1)[0]))
+            return start_response(status, headers, *args)
+
+        result = self._app(environ, recording_start_response)
+        self._record(action, key_id, statuses[0] if statuses else 0, faulted=False)
+        return result
+
+    def _take_fault(self, action: str) -> _Fault | None:
+        for fault in self._faults:
+            if fault.remaining > 0 and fault.action in (None, action):
+                fault.remaining -= 1
+                return fault
+        return None
+
+    def _record(self, action: str, key_id: str, status: int, *, faulted: bool) -> None:
+        with self._lock:
+            self._log.append(RecordedRequest(action, key_id, status, faulted))
+
+    def inject(self, fault: _Fault) -> None:
+        with self._lock:
+            self._faults.append(fault)
+
+    def require_access_keys(self, keys: Iterable[str] | None) -> None:
+        with self._lock:
+            self._allowed_keys = None if keys is None else frozenset(keys)
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self._faults.clear()
+            self._allowed_keys = None
+
+    def requests(self, action: str | None) -> list[RecordedRequest]:
+        with self._lock:
+            return [r for r in self._log if action is None or r.action == action]
+
+    def clear_requests(self) -> None:
+        with self._lock:
+            self._log.clear()
+
+
+class _QuietRequestHandler(MotoRequestHandler):
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        pass
+
+
+class LocalCloud:
+    """A running local EC2-compatible endpoint. Create it with ``start()``."""
+
+    def __init__(self, server: BaseWSGIServer, injector: FaultInjector) -> None:
+        self._server = server
+        self._injector = injector
+        self._thread = threading.Thread(target=server.serve_forever, name="localcloud", daemon=True)
+        self._thread.start()
+        self.host: str = HOST
+        self.port: int = server.server_port
+        self.url: str = f"http://{HOST}:{self.port}"
+
+    def __repr__(self) -> str:
+        return f"LocalCloud(url={self.url!r})"
+
+    def __enter__(self) -> LocalCloud:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def inject(
+        self,
+        action: str | None,
+        code: str,
+        message: str = "",
+        *,
+        times: int = 1,
+        status: int | None = None,
+    ) -> None:
+        """Answer the next ``times`` requests for EC2 ``action`` (``None``: any action)
+        with error ``code``. ``status`` defaults to the HTTP status EC2 uses for that code
+        (500 for capacity errors, 503 for throttling, 401 for AuthFailure, else 400).
+        Faults are used in the order they were injected."""
+        self._injector.inject(
+            _Fault(
+                action=action,
+                code=code,
+                message=message or f"Injected {code} by the local cloud.",
+                status=status if status is not None else _STATUS_BY_CODE.get(code, 400),
+                remaining=times,
+            )
+        )
+
+    def require_access_keys(self, keys: Iterable[str] | None) -> None:
+        """Answer 401 AuthFailure to requests signed with any access key id not in
+        ``keys``; ``None`` accepts every key (the default)."""
+        self._injector.require_access_keys(keys)
+
+    def clear_faults(self) -> None:
+        """Drop every injected fault and accept every access key again."""
+        self._injector.clear_faults()
+
+    def requests(self, action: str | None = None) -> list[RecordedRequest]:
+        """The requests answered so far (all, or those for one EC2 action), oldest first."""
+        return self._injector.requests(action)
+
+    def count(self, action: str) -> int:
+        """How many requests for EC2 ``action`` were answered (faulted ones included)."""
+        return len(self._injector.requests(action))
+
+    def clear_requests(self) -> None:
+        """Empty the request log."""
+        self._injector.clear_requests()
+
+    def reset(self) -> None:
+        """Clear faults, access-key checks and the request log, and empty moto's state
+        (every instance, volume, tag, … is gone)."""
+        self.clear_faults()
+        request = urllib.request.Request(f"{self.url}{MOTO_API_PREFIX}reset", method="POST")
+        with urllib.request.urlopen(request, timeout=30) as response:
+            response.read()
+        self.clear_requests()
+
+    def stop(self) -> None:
+        """Stop serving and release the port. Idempotent."""
+        if self._thread.is_alive():
+            self._server.shutdown()
+            self._thread.join(timeout=10)
+        self._server.server_close()
+
+
+def _accept_any_instance_type_and_image() -> None:
+    # moto can refuse instance types and AMIs it does not know (p5e, g6e, made-up AMI ids);
+    # the local cloud must accept whatever the portal's offerings and images name.
+    moto_settings.EC2_ENABLE_INSTANCE_TYPE_VALIDATION = False
+    moto_settings.ENABLE_AMI_VALIDATION = False
+    moto_settings.ENABLE_KEYPAIR_VALIDATION = False
+    # moto's ~1 s load of its public AMI catalogue on every reset is not needed: the portal
+    # names its own AMI ids. An explicit setting in the environment wins.
+    os.environ.setdefault("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
+
+
+def start(port: int | None = None, *, verbose: bool = False) -> LocalCloud:
+    """Start a local cloud on 127.0.0.1 and return once it accepts connections.
+
+    ``port`` None or 0 picks a free port. ``verbose`` logs every request to stderr."""
+    _accept_any_instance_type_and_image()
+    injector = FaultInjector(DomainDispatcherApplication(create_backend_app))
+    server = make_server(
+        HOST,
+        port or 0,
+        injector,
+        threaded=True,
+        request_handler=MotoRequestHandler if verbose else _QuietRequestHandler,
+    )
+    return LocalCloud(server, injector)
+
+
+@dataclass(frozen=True)
+class _Args:
+    port: int
+    verbose: bool
+
+
+def _parse_args(argv: list[str] | None) -> _Args:
+    parser = argparse.ArgumentParser(
+        prog="python -m rental.localcloud", description="A local EC2-compatible endpoint."
+    )
+    parser.add_argument("--port", type=int, default=5005, help="0 picks a free port")
+    parser.add_argument("--verbose", action="store_true", help="log every request")
+    args = parser.parse_args(argv)
+    return _Args(port=args.port, verbose=args.verbose)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve in the foreground until Ctrl-C."""
+    args = _parse_args(argv)
+    cloud = start(args.port, verbose=args.verbose)
+    print(cloud.url, flush=True)  # noqa: T201 - the command's output is the URL
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        cloud.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""The compute side's data: catalog, accounts, pools and quotas, leases and usage."""
+
+from rental.models.capacity import AvailabilityWatch, Pool, Quota, QuotaRequest
+from rental.models.catalog import GpuModel, Image, Offering, ProviderAccount
+from rental.models.leases import (
+    DataVolume,
+    Instance,
+    Market,
+    Priority,
+    Reservation,
+    SshKey,
+    TerminationReason,
+    Tier,
+    UsageRecord,
+    UtilizationSample,
+)
+
+__all__ = [
+    "AvailabilityWatch",
+    "DataVolume",
+    "GpuModel",
+    "Image",
+    "Instance",
+    "Market",
+    "Offering",
+    "Pool",
+    "Priority",
+    "ProviderAccount",
+    "Quota",
+    "QuotaRequest",
+    "Reservation",
+    "SshKey",
+    "TerminationReason",
+    "Tier",
+    "UsageRecord",
+    "UtilizationSample",
+]

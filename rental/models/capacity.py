@@ -1,0 +1,177 @@
+"""How much may run: pools per GPU model, quotas per project, and requests to change them."""
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+
+class Pool(models.Model):
+    class State(models.TextChoices):
+        OK = "ok", _("OK")
+        DEGRADED = "degraded", _("Degraded")
+
+    class Apportionment(models.TextChoices):
+        BY_USAGE = "by_usage", _("By usage")
+        BY_PROJECT = "by_project", _("By project guarantee")
+        HYBRID = "hybrid", _("Hybrid")
+
+    class Residual(models.TextChoices):
+        SHARED = "shared", _("Split by burst usage")
+        PLATFORM = "platform", _("Platform overhead")
+
+    gpu_model = models.OneToOneField(
+        "rental.GpuModel",
+        on_delete=models.PROTECT,
+        related_name="pool",
+        verbose_name=_("GPU model"),
+    )
+    capacity = models.PositiveIntegerField(_("capacity (GPUs)"))
+    committed_gpus = models.PositiveIntegerField(_("committed GPUs"), default=0)
+    committed_monthly_cost = models.DecimalField(
+        _("committed monthly cost"), max_digits=14, decimal_places=2, default=Decimal("0")
+    )
+    state = models.CharField(_("state"), max_length=16, choices=State.choices, default=State.OK)
+    apportionment = models.CharField(
+        _("cost apportionment"),
+        max_length=16,
+        choices=Apportionment.choices,
+        default=Apportionment.HYBRID,
+    )
+    residual = models.CharField(
+        _("unassigned commitment"),
+        max_length=16,
+        choices=Residual.choices,
+        default=Residual.SHARED,
+    )
+
+    class Meta:
+        ordering = ["gpu_model__name"]
+        verbose_name = _("pool")
+        verbose_name_plural = _("pools")
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(committed_gpus__lte=models.F("capacity")),
+                name="pool_committed_within_capacity",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(committed_monthly_cost__gte=0), name="pool_cost_not_negative"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.gpu_model} pool ({self.capacity} GPUs)"
+
+    @property
+    def guarantee_bound(self) -> int:
+        """Σ G may not exceed this (Q1): the capacity, or the committed GPUs when prepaid."""
+        return self.committed_gpus if self.committed_gpus > 0 else self.capacity
+
+
+class Quota(models.Model):
+    project = models.ForeignKey(
+        "portal.Project",
+        on_delete=models.CASCADE,
+        related_name="quotas",
+        verbose_name=_("project"),
+    )
+    gpu_model = models.ForeignKey(
+        "rental.GpuModel",
+        on_delete=models.PROTECT,
+        related_name="quotas",
+        verbose_name=_("GPU model"),
+    )
+    guaranteed = models.PositiveIntegerField(_("guaranteed GPUs (G)"), default=0)
+    ceiling = models.PositiveIntegerField(_("ceiling GPUs (L)"), default=0)
+    weight = models.DecimalField(_("weight"), max_digits=8, decimal_places=3, default=Decimal("1"))
+    max_hours_per_lease = models.PositiveIntegerField(
+        _("auto-approve: max hours per lease"), null=True, blank=True
+    )
+    max_gpus_per_lease = models.PositiveIntegerField(
+        _("auto-approve: max GPUs per lease"), null=True, blank=True
+    )
+
+    class Meta:
+        ordering = ["project__slug", "gpu_model__name"]
+        verbose_name = _("quota")
+        verbose_name_plural = _("quotas")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "gpu_model"], name="one_quota_per_project_and_model"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(ceiling__gte=models.F("guaranteed")),
+                name="quota_ceiling_at_least_guarantee",
+            ),
+            models.CheckConstraint(condition=models.Q(weight__gt=0), name="quota_weight_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project.slug} · {self.gpu_model}: G {self.guaranteed}, L {self.ceiling}"
+
+
+class QuotaRequest(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending", _("Pending")
+        APPROVED = "approved", _("Approved")
+        REJECTED = "rejected", _("Rejected")
+
+    project = models.ForeignKey(
+        "portal.Project", on_delete=models.CASCADE, related_name="quota_requests"
+    )
+    gpu_model = models.ForeignKey("rental.GpuModel", on_delete=models.PROTECT, related_name="+")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    guaranteed = models.PositiveIntegerField(_("new guarantee (G)"), null=True, blank=True)
+    ceiling = models.PositiveIntegerField(_("new ceiling (L)"), null=True, blank=True)
+    reason = models.TextField(_("reason"))
+    status = models.CharField(
+        _("status"), max_length=16, choices=Status.choices, default=Status.PENDING
+    )
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    decided_at = models.DateTimeField(_("decided at"), null=True, blank=True)
+    decision_comment = models.TextField(_("decision comment"), blank=True)
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = _("quota request")
+        verbose_name_plural = _("quota requests")
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(guaranteed__isnull=False) | models.Q(ceiling__isnull=False),
+                name="quota_request_changes_something",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project.slug} · {self.gpu_model}: G {self.guaranteed}, L {self.ceiling}"
+
+
+class AvailabilityWatch(models.Model):
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="availability_watches"
+    )
+    gpu_model = models.ForeignKey("rental.GpuModel", on_delete=models.CASCADE, related_name="+")
+    count = models.PositiveIntegerField(_("GPUs"))
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
+    notified_at = models.DateTimeField(_("notified at"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("availability watch")
+        verbose_name_plural = _("availability watches")
+        constraints = [
+            models.CheckConstraint(condition=models.Q(count__gte=1), name="watch_count_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} waits for {self.count}× {self.gpu_model}"

@@ -1,0 +1,414 @@
+"""Leases and what runs under them: instances, usage, utilization, keys and volumes."""
+
+import base64
+import binascii
+import hashlib
+import uuid
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+
+class Market(models.TextChoices):
+    ON_DEMAND = "on_demand", _("On-demand")
+    SPOT = "spot", _("Spot")
+
+
+class Priority(models.TextChoices):
+    PRODUCTION = "production", _("Production")
+    EXPERIMENT = "experiment", _("Experiment")
+    LEARNING = "learning", _("Learning")
+
+
+class Tier(models.TextChoices):
+    GUARANTEED = "guaranteed", _("Guaranteed")
+    BURST = "burst", _("Burst")
+    RESERVED = "reserved", _("Reserved")
+    SPOT = "spot", _("Spot")
+
+
+class TerminationReason(models.TextChoices):
+    LEASE_END = "lease_end", _("Lease ended")
+    USER = "user", _("Ended by user")
+    IDLE = "idle", _("Idle")
+    PREEMPTED = "preempted", _("Preempted")
+    SPOT_INTERRUPTED = "spot_interrupted", _("Spot interruption")
+    ORPHAN = "orphan", _("Orphan")
+    PROVIDER = "provider", _("Ended by the provider")
+    FAILED = "failed", _("Failed")
+
+
+# Runs the platform ended: billed to the second with no minimum (B1).
+PLATFORM_ENDED = frozenset(
+    {
+        TerminationReason.PREEMPTED,
+        TerminationReason.SPOT_INTERRUPTED,
+        TerminationReason.PROVIDER,
+        TerminationReason.FAILED,
+    }
+)
+
+
+class Reservation(models.Model):
+    """A lease: n GPUs of one model for a project over [start, end)."""
+
+    class Status(models.TextChoices):
+        PENDING_APPROVAL = "pending_approval", _("Waiting for approval")
+        SCHEDULED = "scheduled", _("Scheduled")
+        QUEUED = "queued", _("Queued")
+        PROVISIONING = "provisioning", _("Provisioning")
+        ACTIVE = "active", _("Active")
+        ENDING = "ending", _("Ending")
+        ENDED = "ended", _("Ended")
+        REJECTED = "rejected", _("Rejected")
+        CANCELLED = "cancelled", _("Cancelled")
+        FAILED = "failed", _("Failed")
+        PREEMPTED = "preempted", _("Preempted")
+        REAPED = "reaped", _("Reaped")
+
+    # Statuses whose GPUs count as running in the pool (Q4).
+    HOLDING = (Status.PROVISIONING, Status.ACTIVE, Status.ENDING)
+    # Statuses from which nothing more happens.
+    FINAL = (
+        Status.ENDED,
+        Status.REJECTED,
+        Status.CANCELLED,
+        Status.FAILED,
+        Status.PREEMPTED,
+        Status.REAPED,
+    )
+
+    project = models.ForeignKey(
+        "portal.Project",
+        on_delete=models.PROTECT,
+        related_name="reservations",
+        verbose_name=_("project"),
+    )
+    requester = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        related_name="reservations",
+        verbose_name=_("requester"),
+    )
+    gpu_model = models.ForeignKey(
+        "rental.GpuModel",
+        on_delete=models.PROTECT,
+        related_name="reservations",
+        verbose_name=_("GPU model"),
+    )
+    gpu_count = models.PositiveIntegerField(_("GPUs"))
+    offering = models.ForeignKey(
+        "rental.Offering",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="reservations",
+        verbose_name=_("offering"),
+    )
+    instance_count = models.PositiveIntegerField(_("instances"), default=1)
+    market = models.CharField(
+        _("market"), max_length=16, choices=Market.choices, default=Market.ON_DEMAND
+    )
+    priority = models.CharField(
+        _("priority"), max_length=16, choices=Priority.choices, default=Priority.EXPERIMENT
+    )
+    image = models.ForeignKey(
+        "rental.Image",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("image"),
+    )
+    purpose = models.CharField(_("purpose"), max_length=300, blank=True)
+    start = models.DateTimeField(_("start"))
+    end = models.DateTimeField(_("end"))
+    tier = models.CharField(_("tier"), max_length=16, choices=Tier.choices, blank=True)
+    status = models.CharField(_("status"), max_length=20, choices=Status.choices, db_index=True)
+    status_code = models.CharField(_("reason code"), max_length=40, blank=True)
+    status_message = models.CharField(_("reason"), max_length=300, blank=True)
+    requeue_on_preemption = models.BooleanField(_("re-queue if preempted"), default=False)
+    submitted_at = models.DateTimeField(_("submitted at"), default=timezone.now)
+    approved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("approved by"),
+    )
+    approved_at = models.DateTimeField(_("approved at"), null=True, blank=True)
+    decision_comment = models.TextField(_("decision comment"), blank=True)
+    ended_at = models.DateTimeField(_("ended at"), null=True, blank=True)
+    end_reason = models.CharField(
+        _("end reason"), max_length=20, choices=TerminationReason.choices, blank=True
+    )
+    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
+
+    class Meta:
+        ordering = ["-submitted_at", "-id"]
+        verbose_name = _("lease")
+        verbose_name_plural = _("leases")
+        indexes = [
+            models.Index(fields=["gpu_model", "status"]),
+            models.Index(fields=["project", "status"]),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(end__gt=models.F("start")), name="lease_ends_after_start"
+            ),
+            models.CheckConstraint(condition=models.Q(gpu_count__gte=1), name="lease_has_gpus"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.gpu_count}× {self.gpu_model} for {self.project}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("rental:lease", kwargs={"pk": self.pk})
+
+    @property
+    def is_live(self) -> bool:
+        return self.status in self.HOLDING
+
+    @property
+    def can_end(self) -> bool:
+        return self.status in (
+            self.Status.PENDING_APPROVAL,
+            self.Status.QUEUED,
+            self.Status.SCHEDULED,
+            self.Status.PROVISIONING,
+            self.Status.ACTIVE,
+        )
+
+
+class Instance(models.Model):
+    class State(models.TextChoices):
+        REQUESTED = "requested", _("Requested")
+        LAUNCHING = "launching", _("Launching")
+        RUNNING = "running", _("Running")
+        STOPPING = "stopping", _("Stopping")
+        STOPPED = "stopped", _("Stopped")
+        TERMINATED = "terminated", _("Terminated")
+        FAILED = "failed", _("Failed")
+
+    class Health(models.TextChoices):
+        UNKNOWN = "unknown", _("Unknown")
+        HEALTHY = "healthy", _("Healthy")
+        UNHEALTHY = "unhealthy", _("Unhealthy")
+
+    LIVE = (State.LAUNCHING, State.RUNNING, State.STOPPING)
+
+    reservation = models.ForeignKey(Reservation, on_delete=models.PROTECT, related_name="instances")
+    account = models.ForeignKey(
+        "rental.ProviderAccount", on_delete=models.PROTECT, related_name="instances"
+    )
+    offering = models.ForeignKey(
+        "rental.Offering", on_delete=models.PROTECT, related_name="instances"
+    )
+    region = models.CharField(_("region"), max_length=32)
+    zone = models.CharField(_("zone"), max_length=40, blank=True)
+    external_id = models.CharField(_("cloud id"), max_length=64, blank=True)
+    idempotency_key = models.CharField(
+        _("idempotency key"), max_length=64, unique=True, default="", editable=False
+    )
+    state = models.CharField(
+        _("state"), max_length=16, choices=State.choices, default=State.REQUESTED, db_index=True
+    )
+    market = models.CharField(_("market"), max_length=16, choices=Market.choices)
+    gpu_count = models.PositiveSmallIntegerField(_("GPUs"))
+    rate_per_hour = models.DecimalField(
+        _("rate per instance-hour"), max_digits=12, decimal_places=6
+    )
+    claimed_at = models.DateTimeField(_("launch claimed at"), null=True, blank=True)
+    launch_attempts = models.PositiveSmallIntegerField(_("launch attempts"), default=0)
+    last_error = models.CharField(_("last error"), max_length=500, blank=True)
+    launched_at = models.DateTimeField(_("launched at"), null=True, blank=True)
+    running_at = models.DateTimeField(_("running since"), null=True, blank=True)
+    terminated_at = models.DateTimeField(_("terminated at"), null=True, blank=True)
+    public_address = models.CharField(_("public address"), max_length=64, blank=True)
+    private_address = models.CharField(_("private address"), max_length=64, blank=True)
+    ssh_user = models.CharField(_("SSH user"), max_length=32, blank=True)
+    tags = models.JSONField(_("tags"), default=dict, blank=True)
+    health = models.CharField(
+        _("health"), max_length=16, choices=Health.choices, default=Health.UNKNOWN
+    )
+    health_message = models.CharField(_("health detail"), max_length=300, blank=True)
+    termination_reason = models.CharField(
+        _("termination reason"), max_length=20, choices=TerminationReason.choices, blank=True
+    )
+    agent_token_hash = models.CharField(max_length=64, blank=True, editable=False)
+    last_heartbeat_at = models.DateTimeField(_("last heartbeat"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        verbose_name = _("instance")
+        verbose_name_plural = _("instances")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["account", "external_id"],
+                condition=~models.Q(external_id=""),
+                name="one_row_per_cloud_instance",
+            ),
+            models.CheckConstraint(condition=models.Q(gpu_count__gte=1), name="instance_has_gpus"),
+        ]
+
+    def __str__(self) -> str:
+        return self.external_id or f"instance #{self.pk} ({self.get_state_display()})"
+
+    def save(self, *args: object, **kwargs: object) -> None:
+        if not self.idempotency_key:
+            self.idempotency_key = f"{settings.PORTAL_INSTALLATION_ID}-{uuid.uuid4().hex}"[:64]
+        super().save(*args, **kwargs)
+
+
+class UsageRecord(models.Model):
+    """One continuous billed run: [start, end), end empty while it runs. Billing's truth."""
+
+    instance = models.ForeignKey(Instance, on_delete=models.PROTECT, related_name="usage")
+    project = models.ForeignKey("portal.Project", on_delete=models.PROTECT, related_name="usage")
+    gpu_model = models.ForeignKey("rental.GpuModel", on_delete=models.PROTECT, related_name="+")
+    tier = models.CharField(_("tier"), max_length=16, choices=Tier.choices)
+    market = models.CharField(_("market"), max_length=16, choices=Market.choices)
+    gpu_count = models.PositiveSmallIntegerField(_("GPUs"))
+    start = models.DateTimeField(_("start"), db_index=True)
+    end = models.DateTimeField(_("end"), null=True, blank=True, db_index=True)
+    rate = models.DecimalField(_("rate per GPU-hour"), max_digits=12, decimal_places=6)
+    end_reason = models.CharField(
+        _("end reason"), max_length=20, choices=TerminationReason.choices, blank=True
+    )
+
+    class Meta:
+        ordering = ["start", "id"]
+        verbose_name = _("usage record")
+        verbose_name_plural = _("usage records")
+        indexes = [models.Index(fields=["project", "start"])]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["instance"],
+                condition=models.Q(end__isnull=True),
+                name="one_open_usage_per_instance",
+            ),
+            models.UniqueConstraint(fields=["instance", "start"], name="one_usage_per_start"),
+            models.CheckConstraint(
+                condition=models.Q(end__isnull=True) | models.Q(end__gte=models.F("start")),
+                name="usage_ends_after_start",
+            ),
+            models.CheckConstraint(condition=models.Q(gpu_count__gte=1), name="usage_has_gpus"),
+            models.CheckConstraint(condition=models.Q(rate__gte=0), name="usage_rate_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.gpu_count}× {self.gpu_model} [{self.start:%Y-%m-%d %H:%M:%S}, {self.end})"
+
+    @property
+    def platform_ended(self) -> bool:
+        return self.end_reason in PLATFORM_ENDED
+
+
+class UtilizationSample(models.Model):
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="samples")
+    at = models.DateTimeField(_("at"))
+    gpu_utilization = models.JSONField(_("GPU utilization (%)"), default=list)
+    memory_used_mb = models.JSONField(_("memory used (MB)"), default=list)
+
+    class Meta:
+        ordering = ["instance", "at"]
+        verbose_name = _("utilization sample")
+        verbose_name_plural = _("utilization samples")
+        constraints = [
+            models.UniqueConstraint(fields=["instance", "at"], name="one_sample_per_instant"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.instance} @ {self.at:%H:%M:%S}"
+
+
+SSH_KEY_TYPES = (
+    "ssh-ed25519",
+    "ssh-rsa",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "sk-ssh-ed25519@openssh.com",
+)
+
+
+def validate_public_key(value: str) -> None:
+    parts = value.strip().split()
+    if len(parts) < 2 or parts[0] not in SSH_KEY_TYPES:
+        raise ValidationError(_("Paste an OpenSSH public key, e.g. 'ssh-ed25519 AAAA… you@host'."))
+    try:
+        blob = base64.b64decode(parts[1], validate=True)
+    except (binascii.Error, ValueError):
+        raise ValidationError(_("The key's base64 part is not valid.")) from None
+    if not blob[4:].startswith(parts[0].encode()):
+        raise ValidationError(_("The key's body does not match its type."))
+
+
+class SshKey(models.Model):
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ssh_keys"
+    )
+    name = models.CharField(_("name"), max_length=60)
+    public_key = models.TextField(_("public key"), validators=[validate_public_key])
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = _("SSH key")
+        verbose_name_plural = _("SSH keys")
+        constraints = [
+            models.UniqueConstraint(fields=["user", "name"], name="one_key_name_per_user"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.fingerprint})"
+
+    @property
+    def fingerprint(self) -> str:
+        try:
+            blob = base64.b64decode(self.public_key.split()[1])
+        except (IndexError, binascii.Error, ValueError):
+            return "?"
+        digest = base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+        return f"SHA256:{digest}"
+
+
+class DataVolume(models.Model):
+    class State(models.TextChoices):
+        CREATING = "creating", _("Creating")
+        AVAILABLE = "available", _("Available")
+        IN_USE = "in_use", _("In use")
+        DELETING = "deleting", _("Deleting")
+        DELETED = "deleted", _("Deleted")
+
+    project = models.ForeignKey("portal.Project", on_delete=models.PROTECT, related_name="volumes")
+    account = models.ForeignKey(
+        "rental.ProviderAccount", on_delete=models.PROTECT, related_name="volumes"
+    )
+    name = models.CharField(_("name"), max_length=80)
+    zone = models.CharField(_("zone"), max_length=40)
+    size_gb = models.PositiveIntegerField(_("size (GB)"))
+    volume_id = models.CharField(_("volume id"), max_length=64, blank=True)
+    state = models.CharField(
+        _("state"), max_length=16, choices=State.choices, default=State.CREATING
+    )
+    attached_instance = models.ForeignKey(
+        Instance, on_delete=models.SET_NULL, null=True, blank=True, related_name="volumes"
+    )
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = _("data volume")
+        verbose_name_plural = _("data volumes")
+        constraints = [
+            models.CheckConstraint(condition=models.Q(size_gb__gte=1), name="volume_has_size"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.size_gb} GB)"

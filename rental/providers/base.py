@@ -1,0 +1,168 @@
+"""The provider driver contract: plain data in, frozen dataclasses out.
+
+Every driver implements ``Provider`` and raises ``ProviderError`` (never an SDK exception)
+for every failure, so callers decide about retries from ``kind`` and ``retryable`` alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from enum import StrEnum
+from typing import Protocol, runtime_checkable
+
+
+class ProviderErrorKind(StrEnum):
+    """Why a provider call failed, in terms a caller can act on."""
+
+    CAPACITY = "capacity"
+    QUOTA = "quota"
+    THROTTLED = "throttled"
+    AUTH = "auth"
+    INVALID = "invalid"
+    NOT_FOUND = "not_found"
+    TRANSIENT = "transient"
+
+
+_RETRYABLE_BY_DEFAULT = frozenset(
+    {
+        ProviderErrorKind.CAPACITY,
+        ProviderErrorKind.QUOTA,
+        ProviderErrorKind.THROTTLED,
+        ProviderErrorKind.TRANSIENT,
+    }
+)
+
+
+class ProviderError(Exception):
+    """A failed provider call.
+
+    ``kind`` is a ``ProviderErrorKind`` value; ``retryable`` defaults by kind (capacity,
+    quota, throttled and transient are worth retrying; auth, invalid and not_found are
+    not). ``str()`` is the message, which never contains credentials.
+    """
+
+    def __init__(self, kind: str, message: str, *, retryable: bool | None = None) -> None:
+        super().__init__(message)
+        self.kind: ProviderErrorKind = ProviderErrorKind(kind)
+        self.message: str = message
+        self.retryable: bool = (
+            self.kind in _RETRYABLE_BY_DEFAULT if retryable is None else retryable
+        )
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __repr__(self) -> str:
+        return (
+            f"ProviderError(kind={self.kind.value!r}, message={self.message!r}, "
+            f"retryable={self.retryable!r})"
+        )
+
+
+class CloudState(StrEnum):
+    """An instance's state as the cloud reports it (EC2's vocabulary)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    SHUTTING_DOWN = "shutting-down"
+    TERMINATED = "terminated"
+
+
+TAG_PREFIX = "gpu-portal:"
+TAG_INSTALLATION = "gpu-portal:installation"
+TAG_PROJECT = "gpu-portal:project"
+TAG_RESERVATION = "gpu-portal:reservation"
+TAG_REQUESTER = "gpu-portal:requester"
+TAG_IDEMPOTENCY_KEY = "gpu-portal:idempotency-key"
+
+MARKET_ON_DEMAND = "on_demand"
+MARKET_SPOT = "spot"
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """An access key pair; ``repr()`` shows the key id only, never the secrets."""
+
+    access_key_id: str
+    secret_access_key: str = field(repr=False)
+    session_token: str = field(default="", repr=False)
+
+
+@dataclass(frozen=True)
+class AccountConfig:
+    """Everything a driver needs to reach one cloud account."""
+
+    driver: str
+    credentials: Credentials
+    endpoint_url: str = ""
+    default_region: str = "us-east-1"
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """One instance to launch. ``market`` is ``"on_demand"`` or ``"spot"``."""
+
+    region: str
+    instance_type: str
+    image_id: str
+    market: str
+    tags: tuple[tuple[str, str], ...]
+    zone: str = ""
+    user_data: str = ""
+    spot_max_price: Decimal | None = None
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class CloudInstance:
+    """An instance as the cloud reports it. Datetimes are aware UTC."""
+
+    external_id: str
+    state: CloudState
+    market: str
+    region: str
+    zone: str
+    instance_type: str
+    public_address: str
+    private_address: str
+    launched_at: datetime | None
+    state_reason: str
+    state_changed_at: datetime | None
+    tags: tuple[tuple[str, str], ...]
+
+    def tag(self, key: str) -> str:
+        """The value of tag ``key``, or ``""`` when the instance does not carry it."""
+        for tag_key, value in self.tags:
+            if tag_key == key:
+                return value
+        return ""
+
+    @property
+    def idempotency_key(self) -> str:
+        """The portal idempotency key this instance was launched with, or ``""``."""
+        return self.tag(TAG_IDEMPOTENCY_KEY)
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """What every cloud driver offers. Every method raises ``ProviderError`` on failure."""
+
+    def validate(self) -> None:
+        """Check the credentials with one cheap call; raise ``ProviderError`` if unusable."""
+        ...
+
+    def launch(self, spec: LaunchSpec, *, idempotency_key: str) -> CloudInstance:
+        """Launch one instance; the same key never yields a second instance."""
+        ...
+
+    def describe(self, *, region: str, tag_filter: dict[str, str]) -> list[CloudInstance]:
+        """Every instance in ``region`` carrying all of ``tag_filter``, any state."""
+        ...
+
+    def terminate(self, external_ids: list[str], *, region: str) -> None:
+        """Terminate the instances; unknown or already terminated ids are ignored."""
+        ...

@@ -1,0 +1,34 @@
+"""Every state change on the compute side is one function here."""
+
+from rental.services.accounts import set_credentials, validate_account
+from rental.services.instances import (
+    LaunchRetry,
+    fail_instance,
+    provision_instance,
+    sync_instances,
+    terminate_instance,
+)
+from rental.services.leases import (
+    admit_queued,
+    approve_reservation,
+    end_expired_leases,
+    end_reservation,
+    reject_reservation,
+    submit_reservation,
+)
+
+__all__ = [
+    "LaunchRetry",
+    "admit_queued",
+    "approve_reservation",
+    "end_expired_leases",
+    "end_reservation",
+    "fail_instance",
+    "provision_instance",
+    "reject_reservation",
+    "set_credentials",
+    "submit_reservation",
+    "sync_instances",
+    "terminate_instance",
+    "validate_account",
+]

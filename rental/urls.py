@@ -1,0 +1,2 @@
+app_name = "rental"
+urlpatterns: list = []
