@@ -24,6 +24,7 @@ import argparse
 import io
 import os
 import re
+import signal
 import sys
 import threading
 import urllib.request
@@ -340,9 +341,16 @@ def _parse_args(argv: list[str] | None) -> _Args:
     return _Args(port=args.port, verbose=args.verbose)
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     """Serve in the foreground until Ctrl-C."""
     args = _parse_args(argv)
+    # Stop cleanly on Ctrl-C and on SIGTERM, even when started with SIGINT ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _interrupt)
     cloud = start(args.port, verbose=args.verbose)
     print(cloud.url, flush=True)  # noqa: T201 - the command's output is the URL
     try:
