@@ -1,0 +1,135 @@
+"""Admin for billing. Statements and their lines are produced by billing itself and never
+edited by hand (corrections are adjustment lines, rule P2), so they are read-only here;
+budgets are editable, with their thresholds checked as field errors."""
+
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.translation import gettext_lazy as _
+
+from billing.models import Budget, BudgetAlert, Statement, StatementLine
+from portal.admin import ReadOnlyAdmin
+
+
+class StatementLineInline(admin.TabularInline):
+    model = StatementLine
+    extra = 0
+    can_delete = False
+    fields = [
+        "kind",
+        "gpu_model",
+        "market",
+        "tier",
+        "quantity",
+        "unit_price",
+        "amount",
+        "description",
+        "dispute_comment",
+    ]
+    readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[StatementLine]:
+        return super().get_queryset(request).select_related("gpu_model")
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Statement)
+class StatementAdmin(ReadOnlyAdmin):
+    inlines = [StatementLineInline]
+    list_display = [
+        "project",
+        "month",
+        "status",
+        "total",
+        "currency",
+        "closed_at",
+        "decided_by",
+        "decided_at",
+    ]
+    list_filter = ["status", "currency"]
+    search_fields = ["project__slug", "project__name"]
+    list_select_related = ["project", "decided_by"]
+    date_hierarchy = "period"
+
+    @admin.display(description=_("period"), ordering="period")
+    def month(self, obj: Statement) -> str:
+        return f"{obj.period:%Y-%m}"
+
+
+class BudgetForm(forms.ModelForm):
+    class Meta:
+        model = Budget
+        fields = ["project", "monthly_amount", "thresholds", "cap_policy"]
+
+    def clean_thresholds(self) -> list[dict[str, Any]]:
+        """A list of {"percent": 1-1000, "kind": "actual" | "forecast"}, each pair once."""
+        value = self.cleaned_data["thresholds"]
+        if not isinstance(value, list):
+            raise forms.ValidationError(_("Enter a list of thresholds."))
+        cleaned: list[dict[str, Any]] = []
+        for item in value:
+            if not isinstance(item, dict) or set(item) != {"percent", "kind"}:
+                raise forms.ValidationError(
+                    _('Each threshold is {"percent": 80, "kind": "actual"}.'), code="shape"
+                )
+            try:
+                percent = Decimal(str(item["percent"]))
+            except InvalidOperation:
+                percent = Decimal(-1)
+            if percent != percent.to_integral_value() or not 1 <= percent <= 1000:
+                raise forms.ValidationError(
+                    _("A threshold's percent is a whole number from 1 to 1000."), code="percent"
+                )
+            if item["kind"] not in BudgetAlert.Kind.values:
+                raise forms.ValidationError(
+                    _("A threshold's kind is “actual” or “forecast”."), code="kind"
+                )
+            threshold = {"percent": int(percent), "kind": item["kind"]}
+            if threshold in cleaned:
+                raise forms.ValidationError(_("A threshold is listed twice."), code="duplicate")
+            cleaned.append(threshold)
+        return sorted(cleaned, key=lambda item: (item["kind"], item["percent"]))
+
+
+@admin.register(Budget)
+class BudgetAdmin(admin.ModelAdmin):
+    form = BudgetForm
+    list_display = ["project", "monthly_amount", "threshold_list", "cap_policy"]
+    list_filter = ["cap_policy"]
+    search_fields = ["project__slug", "project__name"]
+    list_select_related = ["project"]
+    autocomplete_fields = ["project"]
+
+    @admin.display(description=_("thresholds"))
+    def threshold_list(self, obj: Budget) -> str:
+        return ", ".join(
+            f"{item.get('percent')}% {item.get('kind')}"
+            for item in obj.thresholds
+            if isinstance(item, dict)
+        )
+
+
+@admin.register(BudgetAlert)
+class BudgetAlertAdmin(ReadOnlyAdmin):
+    list_display = ["project", "month", "percent", "kind", "value", "fired_at"]
+    list_filter = ["kind"]
+    search_fields = ["budget__project__slug", "budget__project__name"]
+    list_select_related = ["budget__project"]
+    date_hierarchy = "fired_at"
+
+    @admin.display(description=_("project"), ordering="budget__project__slug")
+    def project(self, obj: BudgetAlert) -> str:
+        return obj.budget.project.slug
+
+    @admin.display(description=_("period"), ordering="period")
+    def month(self, obj: BudgetAlert) -> str:
+        return f"{obj.period:%Y-%m}"

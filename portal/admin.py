@@ -1,0 +1,128 @@
+"""Admin for the people side: users with their memberships, projects, the audit log and
+notifications. Changelists select their related rows up front, so each page runs a fixed
+number of queries however many rows it shows."""
+
+import json
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
+from django.db.models import Count, QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html
+from django.utils.translation import gettext_lazy as _
+
+from portal.models import AuditEvent, Membership, Notification, Project
+
+User = get_user_model()
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows written by the portal itself: anyone may look, nobody adds, edits or deletes."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class UserMembershipInline(admin.TabularInline):
+    model = Membership
+    fk_name = "user"
+    extra = 0
+    fields = ["project", "role", "created_at"]
+    readonly_fields = ["created_at"]
+    autocomplete_fields = ["project"]
+    verbose_name = _("project membership")
+    verbose_name_plural = _("project memberships")
+
+
+class ProjectMembershipInline(admin.TabularInline):
+    model = Membership
+    fk_name = "project"
+    extra = 0
+    fields = ["user", "role", "created_at"]
+    readonly_fields = ["created_at"]
+    autocomplete_fields = ["user"]
+    verbose_name = _("member")
+    verbose_name_plural = _("members")
+
+
+admin.site.unregister(User)
+
+
+@admin.register(User)
+class PortalUserAdmin(UserAdmin):
+    inlines = [UserMembershipInline]
+    list_display = ["username", "email", "first_name", "last_name", "is_staff", "is_active"]
+    list_filter = ["is_staff", "is_superuser", "is_active", "groups"]
+    readonly_fields = ["last_login", "date_joined"]
+
+
+@admin.register(Project)
+class ProjectAdmin(admin.ModelAdmin):
+    inlines = [ProjectMembershipInline]
+    list_display = ["slug", "name", "cost_center", "member_count", "is_active", "created_at"]
+    list_filter = ["is_active"]
+    search_fields = ["slug", "name", "cost_center"]
+    prepopulated_fields = {"slug": ["name"]}
+    readonly_fields = ["created_at"]
+    fields = ["name", "slug", "cost_center", "is_active", "created_at"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Project]:
+        return super().get_queryset(request).annotate(member_total=Count("memberships"))
+
+    @admin.display(description=_("members"), ordering="member_total")
+    def member_count(self, obj: Project) -> int:
+        return obj.member_total
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnlyAdmin):
+    list_display = ["at", "verb", "object_type", "object_id", "actor", "project", "source"]
+    list_filter = ["source", "verb", "object_type"]
+    search_fields = ["=object_id"]
+    search_help_text = _("The id of the changed object, exactly.")
+    list_select_related = ["actor", "project"]
+    date_hierarchy = "at"
+    show_full_result_count = False
+    fields = [
+        "at",
+        "verb",
+        "object_type",
+        "object_id",
+        "actor",
+        "project",
+        "source",
+        "before_pretty",
+        "after_pretty",
+    ]
+    readonly_fields = fields
+
+    @admin.display(description=_("before"))
+    def before_pretty(self, obj: AuditEvent) -> str:
+        return _pretty_json(obj.before)
+
+    @admin.display(description=_("after"))
+    def after_pretty(self, obj: AuditEvent) -> str:
+        return _pretty_json(obj.after)
+
+
+@admin.register(Notification)
+class NotificationAdmin(admin.ModelAdmin):
+    list_display = ["subject", "user", "created_at", "read_at"]
+    list_filter = [("read_at", admin.EmptyFieldListFilter), "created_at"]
+    search_fields = ["subject", "user__username", "user__email"]
+    list_select_related = ["user"]
+    autocomplete_fields = ["user"]
+    readonly_fields = ["created_at"]
+    date_hierarchy = "created_at"
+
+
+def _pretty_json(data: Any) -> str:
+    return format_html("<pre>{}</pre>", json.dumps(data, indent=2, sort_keys=True))
