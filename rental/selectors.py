@@ -5,7 +5,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from django.db.models import Q, QuerySet, Sum
+from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models.functions import Coalesce
 
 from portal.models import Project
 from rental.models import (
@@ -132,6 +133,81 @@ def leases(queryset: QuerySet[Reservation] | None = None) -> QuerySet[Reservatio
     return base.select_related(
         "project", "requester", "gpu_model", "offering", "image", "approved_by"
     ).prefetch_related("instances")
+
+
+def projects_overview(projects: QuerySet[Project]) -> QuerySet[Project]:
+    """Projects annotated with ``members_count``, ``live_leases`` and ``running_gpus``, in one
+    query (subqueries, so the counts do not multiply each other)."""
+    holding = Reservation.objects.filter(project=OuterRef("pk"), status__in=Reservation.HOLDING)
+    return projects.annotate(
+        members_count=Count("memberships", distinct=True),
+        live_leases=Coalesce(
+            Subquery(
+                holding.values("project").annotate(n=Count("pk")).values("n"),
+                output_field=IntegerField(),
+            ),
+            0,
+        ),
+        running_gpus=Coalesce(
+            Subquery(
+                holding.values("project").annotate(n=Sum("gpu_count")).values("n"),
+                output_field=IntegerField(),
+            ),
+            0,
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class QuotaUse:
+    """One row of a project's quota page: the quota and its standing in the pool."""
+
+    quota: Quota
+    status: QuotaStatus
+
+
+def project_quota_use(project: Project | int) -> list[QuotaUse]:
+    """Every quota of a project with its standing, in a fixed number of queries."""
+    quotas = list(
+        Quota.objects.filter(project=project)
+        .select_related("gpu_model")
+        .order_by("gpu_model__name")
+    )
+    model_ids = [quota.gpu_model_id for quota in quotas]
+    own = {
+        row["gpu_model"]: row
+        for row in Reservation.objects.filter(
+            project=project, gpu_model__in=model_ids, status__in=Reservation.HOLDING
+        )
+        .values("gpu_model")
+        .annotate(
+            guaranteed=Sum("gpu_count", filter=Q(tier=Tier.GUARANTEED)),
+            non_spot=Sum("gpu_count", filter=~Q(tier=Tier.SPOT)),
+        )
+    }
+    running = dict(
+        Reservation.objects.filter(gpu_model__in=model_ids, status__in=Reservation.HOLDING)
+        .values("gpu_model")
+        .annotate(n=Sum("gpu_count"))
+        .values_list("gpu_model", "n")
+    )
+    capacity = dict(
+        Pool.objects.filter(gpu_model__in=model_ids).values_list("gpu_model", "capacity")
+    )
+    return [
+        QuotaUse(
+            quota=quota,
+            status=QuotaStatus(
+                guaranteed=quota.guaranteed,
+                ceiling=quota.ceiling,
+                used_guaranteed=(own.get(quota.gpu_model_id) or {}).get("guaranteed") or 0,
+                used=(own.get(quota.gpu_model_id) or {}).get("non_spot") or 0,
+                pool_capacity=capacity.get(quota.gpu_model_id, 0),
+                pool_running=running.get(quota.gpu_model_id) or 0,
+            ),
+        )
+        for quota in quotas
+    ]
 
 
 def live_instances(account_id: int | None = None) -> QuerySet[Instance]:

@@ -1,2 +1,22 @@
+from django.urls import path
+
+from rental import views
+
 app_name = "rental"
-urlpatterns: list = []
+urlpatterns = [
+    path("leases/", views.lease_list, name="leases"),
+    path("leases/_list/", views.lease_list_partial, name="lease_list_partial"),
+    path("leases/new/", views.lease_new, name="lease_new"),
+    path("leases/estimate/", views.lease_estimate, name="lease_estimate"),
+    path("leases/<int:pk>/", views.lease_detail, name="lease"),
+    path("leases/<int:pk>/_status/", views.lease_status_partial, name="lease_status_partial"),
+    path("leases/<int:pk>/end/", views.lease_end, name="lease_end"),
+    path("approvals/", views.approvals, name="approvals"),
+    path("approvals/_count/", views.approvals_count, name="approvals_count"),
+    path("approvals/<int:pk>/approve/", views.lease_approve, name="lease_approve"),
+    path("approvals/<int:pk>/reject/", views.lease_reject, name="lease_reject"),
+    path("projects/", views.project_list, name="projects"),
+    path("projects/<slug:slug>/", views.project_detail, name="project"),
+    path("panels/leases/", views.panel_leases, name="panel_leases"),
+    path("panels/approvals/", views.panel_approvals, name="panel_approvals"),
+]

@@ -16,17 +16,20 @@ from rental.services.leases import (
     reject_reservation,
     submit_reservation,
 )
+from rental.services.quotas import check_quota, set_quota
 
 __all__ = [
     "LaunchRetry",
     "admit_queued",
     "approve_reservation",
+    "check_quota",
     "end_expired_leases",
     "end_reservation",
     "fail_instance",
     "provision_instance",
     "reject_reservation",
     "set_credentials",
+    "set_quota",
     "submit_reservation",
     "sync_instances",
     "terminate_instance",

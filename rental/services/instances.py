@@ -416,9 +416,7 @@ def apply_sync(*, instance_ids: list[int], cloud: list[CloudInstance], now: date
         if found is None:
             if instance.external_id:
                 # Gone from the cloud without a trace: ended outside the portal.
-                transaction.on_commit(
-                    lambda pk=instance.pk: mark_terminated(instance_id=pk, at=now)
-                )
+                mark_terminated(instance_id=instance.pk, at=now)
                 changed += 1
             elif (
                 instance.state == State.LAUNCHING
@@ -436,9 +434,7 @@ def apply_sync(*, instance_ids: list[int], cloud: list[CloudInstance], now: date
         if found.state in (CloudState.SHUTTING_DOWN, CloudState.TERMINATED):
             at = found.state_changed_at or now
             at = min(max(at, instance.running_at or at), now)
-            transaction.on_commit(
-                lambda pk=instance.pk, at=at: mark_terminated(instance_id=pk, at=at)
-            )
+            mark_terminated(instance_id=instance.pk, at=at)
             changed += 1
         elif found.state == CloudState.RUNNING and instance.state == State.LAUNCHING:
             mark_running(instance, found, now=now)

@@ -499,7 +499,7 @@ def admit_queued(*, gpu_model: GpuModel | int, now: datetime | None = None) -> l
     admitted: list[Reservation] = []
     while True:
         queued = list(
-            Reservation.objects.select_for_update()
+            Reservation.objects.select_for_update(of=("self",))
             .filter(gpu_model=pool.gpu_model_id, status=Status.QUEUED)
             .exclude(pk__in=[lease.pk for lease in admitted])
             .select_related("offering", "image", "project")

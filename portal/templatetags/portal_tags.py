@@ -1,0 +1,142 @@
+"""Formatting for templates: money, durations and status pills. Decimal only, never float."""
+
+from datetime import timedelta
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from typing import Any
+
+from django import template
+from django.conf import settings
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext as _
+
+register = template.Library()
+
+CENT = Decimal("0.01")
+RATE_PLACES = Decimal("0.000001")
+EMPTY = "—"
+
+
+def _decimal(value: Any) -> Decimal | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, float):
+        value = repr(value)  # never let binary floating point leak into money
+    try:
+        number = Decimal(str(value)) if not isinstance(value, Decimal) else value
+    except (InvalidOperation, ValueError, TypeError):
+        return None
+    return number if number.is_finite() else None
+
+
+def _with_currency(number: Decimal, places: Decimal) -> str:
+    rounded = number.quantize(places, rounding=ROUND_HALF_UP)
+    digits = f"{abs(rounded):,f}"
+    if places == RATE_PLACES:
+        # Rates keep up to six places but drop trailing zeros beyond the cents.
+        whole, _dot, fraction = digits.partition(".")
+        fraction = fraction.rstrip("0").ljust(2, "0")
+        digits = f"{whole}.{fraction}"
+    sign = "-" if rounded < 0 else ""
+    currency = settings.PORTAL_CURRENCY
+    if currency == "USD":
+        return f"{sign}${digits}"
+    return f"{sign}{currency} {digits}"
+
+
+@register.filter
+def money(value: Any) -> str:
+    """An amount in the site's currency, to the cent: ``$1,234.56`` or ``CNY 12.00``."""
+    number = _decimal(value)
+    if number is None:
+        return EMPTY
+    return _with_currency(number, CENT)
+
+
+@register.filter
+def rate(value: Any) -> str:
+    """A price per hour: at least cents, up to six places (``$2.50``, ``$0.412345``)."""
+    number = _decimal(value)
+    if number is None:
+        return EMPTY
+    return _with_currency(number, RATE_PLACES)
+
+
+@register.filter
+def duration(value: Any) -> str:
+    """A length of time, from a timedelta or a number of hours: ``2 d 4 h``, ``1 h 30 min``."""
+    if value is None or value == "":
+        return EMPTY
+    if isinstance(value, timedelta):
+        seconds = int(value.total_seconds())
+    else:
+        hours = _decimal(value)
+        if hours is None:
+            return EMPTY
+        seconds = int((hours * 3600).to_integral_value(rounding=ROUND_HALF_UP))
+    if seconds < 0:
+        return EMPTY
+    days, rest = divmod(seconds, 86400)
+    hours_part, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        parts = [_("%(n)s d") % {"n": days}]
+        if hours_part:
+            parts.append(_("%(n)s h") % {"n": hours_part})
+    elif hours_part:
+        parts = [_("%(n)s h") % {"n": hours_part}]
+        if minutes:
+            parts.append(_("%(n)s min") % {"n": minutes})
+    elif minutes:
+        parts = [_("%(n)s min") % {"n": minutes}]
+    else:
+        parts = [_("%(n)s s") % {"n": secs}]
+    return " ".join(parts)
+
+
+@register.filter
+def hours(value: Any) -> str:
+    """A number of hours with two decimals at most: ``1.5``, ``24``, ``0.25``."""
+    number = _decimal(value)
+    if number is None:
+        return EMPTY
+    rounded = number.quantize(CENT, rounding=ROUND_HALF_UP)
+    text = f"{rounded:f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+@register.simple_tag
+def pill(value: str, label: str, kind: str = "status", element_id: str = "") -> SafeString | str:
+    """A coloured label; the colour comes from ``pill-<kind>-<value>`` in portal.css."""
+    if not value:
+        return EMPTY
+    if element_id:
+        return format_html(
+            '<span class="pill pill-{}-{}" id="{}">{}</span>', kind, value, element_id, label
+        )
+    return format_html('<span class="pill pill-{}-{}">{}</span>', kind, value, label)
+
+
+@register.simple_tag
+def status_pill(obj: Any, element_id: str = "") -> SafeString | str:
+    """The status of a lease (``status``) or the state of an instance (``state``)."""
+    if hasattr(obj, "get_status_display"):
+        return pill(obj.status, obj.get_status_display(), "status", element_id)
+    return pill(obj.state, obj.get_state_display(), "state", element_id)
+
+
+@register.simple_tag
+def tier_pill(obj: Any) -> SafeString | str:
+    return pill(obj.tier, obj.get_tier_display(), "tier") if obj.tier else EMPTY
+
+
+@register.simple_tag(takes_context=True)
+def query_with(context: template.Context, **changes: Any) -> str:
+    """The current query string with some parameters replaced (empty ones dropped)."""
+    params = context["request"].GET.copy()
+    for key, value in changes.items():
+        if value in (None, ""):
+            params.pop(key, None)
+        else:
+            params[key] = value
+    return params.urlencode()

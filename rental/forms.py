@@ -1,0 +1,164 @@
+"""The lease request form. Its choices depend on what is picked so far: the GPU models
+come from the project's quotas, the offerings from the model, count and market, and the
+images from the offering. The rules themselves are the services' (R1, Q2)."""
+
+from decimal import Decimal
+from typing import Any
+
+from django import forms
+from django.utils.translation import gettext_lazy as _
+
+from portal import access
+from portal.models import Project
+from portal.templatetags.portal_tags import rate
+from rental import selectors
+from rental.models import GpuModel, Image, Market, Offering, Priority
+
+
+class LeaseRequestForm(forms.Form):
+    project = forms.ModelChoiceField(
+        label=_("Project"), queryset=Project.objects.none(), empty_label=None
+    )
+    gpu_model = forms.ModelChoiceField(
+        label=_("GPU model"), queryset=GpuModel.objects.none(), empty_label=None
+    )
+    gpu_count = forms.IntegerField(label=_("GPUs"), min_value=1, max_value=1024, initial=1)
+    offering = forms.ChoiceField(
+        label=_("Instance type"),
+        required=False,
+        error_messages={
+            "invalid_choice": _(
+                "This instance type cannot carry the GPUs asked on this market; "
+                "pick another or leave “cheapest that fits”."
+            )
+        },
+    )
+    duration_hours = forms.DecimalField(
+        label=_("Duration (hours)"), max_digits=8, decimal_places=2, initial=Decimal("8")
+    )
+    priority = forms.ChoiceField(
+        label=_("Priority"), choices=Priority.choices, initial=Priority.EXPERIMENT
+    )
+    market = forms.ChoiceField(label=_("Market"), choices=Market.choices, initial=Market.ON_DEMAND)
+    image = forms.ChoiceField(
+        label=_("Image"),
+        required=False,
+        error_messages={"invalid_choice": _("This image cannot be used with that instance type.")},
+    )
+    purpose = forms.CharField(
+        label=_("Purpose"),
+        max_length=300,
+        required=False,
+        widget=forms.TextInput(attrs={"placeholder": _("e.g. fine-tune the ranking model")}),
+    )
+    requeue_on_preemption = forms.BooleanField(label=_("Re-queue me if preempted"), required=False)
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        member_ids = list(access.roles(user))
+        projects = Project.objects.filter(pk__in=member_ids, is_active=True).order_by("name")
+        self.fields["project"].queryset = projects
+        self.projects = list(projects)
+        self.current_project = self._pick(
+            "project", {str(p.pk): p for p in self.projects}, self.projects
+        )
+        models = (
+            list(selectors.requestable_gpu_models(self.current_project))
+            if self.current_project
+            else []
+        )
+        # Same order as ``models``: a select with no valid value shows its first option,
+        # which must be the model the estimate falls back to.
+        self.fields["gpu_model"].queryset = GpuModel.objects.filter(
+            pk__in=[m.pk for m in models]
+        ).order_by("name")
+        self.current_gpu_model = self._pick("gpu_model", {str(m.pk): m for m in models}, models)
+        if not self.is_bound:
+            self.initial["project"] = self.current_project
+            self.initial["gpu_model"] = self.current_gpu_model
+        self.current_gpu_count = self._int("gpu_count", 1)
+        self.current_market = self._choice("market", Market.values, Market.ON_DEMAND)
+        self.current_priority = self._choice("priority", Priority.values, Priority.EXPERIMENT)
+        self.fitting: list[Offering] = (
+            selectors.fitting_offerings(
+                gpu_model=self.current_gpu_model,
+                gpu_count=self.current_gpu_count,
+                market=self.current_market,
+            )
+            if self.current_gpu_model and self.current_gpu_count
+            else []
+        )
+        by_pk = {str(o.pk): o for o in self.fitting}
+        self.offerings_by_pk = by_pk
+        cheapest = self.fitting[0].instance_type if self.fitting else ""
+        self.fields["offering"].choices = [
+            ("", _("Cheapest that fits (%(type)s)") % {"type": cheapest} if cheapest else "—"),
+            *[(pk, _offering_label(o, self.current_market)) for pk, o in by_pk.items()],
+        ]
+        chosen = by_pk.get(self._raw("offering"))
+        self.current_offering = chosen or (self.fitting[0] if self.fitting else None)
+        images: list[Image] = (
+            list(selectors.images_for(project=self.current_project, offering=self.current_offering))
+            if self.current_project and self.current_offering
+            else []
+        )
+        self.images_by_pk = {str(i.pk): i for i in images}
+        self.fields["image"].choices = [
+            ("", _("Default: %(name)s") % {"name": images[0].name} if images else "—"),
+            *[(pk, _image_label(i)) for pk, i in self.images_by_pk.items()],
+        ]
+        chosen_image = self.images_by_pk.get(self._raw("image"))
+        self.current_image = chosen_image or (images[0] if images else None)
+
+    def _raw(self, name: str) -> str:
+        if self.is_bound:
+            return str(self.data.get(self.add_prefix(name), "") or "")
+        value = self.initial.get(name, self.fields[name].initial)
+        if isinstance(value, Project | GpuModel | Offering | Image):
+            return str(value.pk)
+        return "" if value is None else str(value)
+
+    def _pick(self, name: str, by_pk: dict[str, Any], ordered: list[Any]) -> Any:
+        return by_pk.get(self._raw(name)) or (ordered[0] if ordered else None)
+
+    def _int(self, name: str, default: int) -> int:
+        try:
+            value = int(self._raw(name))
+        except ValueError:
+            return default
+        return value if value >= 1 else default
+
+    def _choice(self, name: str, allowed: list[str], default: str) -> str:
+        value = self._raw(name)
+        return value if value in allowed else default
+
+    @property
+    def raw_duration(self) -> str:
+        return self._raw("duration_hours")
+
+    def clean_offering(self) -> Offering | None:
+        return self.offerings_by_pk.get(self.cleaned_data.get("offering") or "")
+
+    def clean_image(self) -> Image | None:
+        return self.images_by_pk.get(self.cleaned_data.get("image") or "")
+
+
+def _offering_label(offering: Offering, market: str) -> str:
+    return _("%(type)s · %(n)s GPU/instance · %(rate)s per GPU-hour · %(region)s") % {
+        "type": offering.instance_type,
+        "n": offering.gpus_per_instance,
+        "rate": rate(offering.rate_per_gpu_hour(market)),
+        "region": offering.region,
+    }
+
+
+def _image_label(image: Image) -> str:
+    cuda = f"CUDA {image.cuda_version}" if image.cuda_version else ""
+    details = " · ".join(part for part in (image.os, cuda, image.frameworks) if part)
+    return f"{image.name} ({details})" if details else image.name
+
+
+class DecisionForm(forms.Form):
+    """A manager's comment on a request; the service decides whether it is required."""
+
+    comment = forms.CharField(label=_("Comment"), max_length=2000, required=False)

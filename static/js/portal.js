@@ -1,0 +1,47 @@
+/* Small progressive enhancements; every page works without them. */
+(function () {
+  "use strict";
+
+  // <form data-confirm="Are you sure?"> asks before it is sent.
+  document.addEventListener("submit", function (event) {
+    var form = event.target.closest("form[data-confirm]");
+    if (form && !window.confirm(form.dataset.confirm)) {
+      event.preventDefault();
+      event.stopImmediatePropagation();
+    }
+  }, true);
+
+  // <button data-copy="#selector"> copies that element's text.
+  function copyText(text) {
+    if (navigator.clipboard && window.isSecureContext) {
+      return navigator.clipboard.writeText(text);
+    }
+    var area = document.createElement("textarea");
+    area.value = text;
+    area.setAttribute("readonly", "");
+    area.style.position = "fixed";
+    area.style.opacity = "0";
+    document.body.appendChild(area);
+    area.select();
+    try { document.execCommand("copy"); } finally { document.body.removeChild(area); }
+    return Promise.resolve();
+  }
+
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest("[data-copy]");
+    if (button) {
+      var source = document.querySelector(button.dataset.copy);
+      if (!source) { return; }
+      var label = button.textContent;
+      copyText(source.textContent.trim()).then(function () {
+        button.textContent = button.dataset.copied || "✓";
+        window.setTimeout(function () { button.textContent = label; }, 1500);
+      });
+      return;
+    }
+    // Close an open user menu when clicking elsewhere.
+    document.querySelectorAll("details.usermenu[open]").forEach(function (menu) {
+      if (!menu.contains(event.target)) { menu.removeAttribute("open"); }
+    });
+  });
+})();

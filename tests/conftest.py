@@ -1,0 +1,39 @@
+"""Shared fixtures: the local EC2 endpoint (tests.fixtures_cloud) and fixture F0."""
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+
+from tests import factories
+
+pytest_plugins = ["tests.fixtures_cloud", "tests.fixtures_worker"]
+
+
+@pytest.fixture(autouse=True)
+def _test_policy(settings):
+    settings.PORTAL_INSTALLATION_ID = "test"
+    settings.PORTAL_PREEMPTION_NOTICE_SECONDS = 120
+    settings.PORTAL_MINIMUM_BILLED_SECONDS = 60
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+
+
+@pytest.fixture
+def t0() -> datetime:
+    """A fixed 'now' for services that accept now=."""
+    return datetime(2026, 4, 6, 10, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def f0(db):
+    """SCENARIOS.md fixture F0: pool A100 80GB, C = 8; alpha (G 2, L 6), beta (G 4, L 8),
+    gamma (G 0, L 4), weights 1; $2.50 on-demand and $1.00 spot per GPU-hour."""
+    return factories.fixture_f0()
+
+
+@pytest.fixture
+def cloud_account(db, cloud):
+    return factories.account(endpoint_url=cloud.url)
+
+
+__all__ = ["Decimal"]

@@ -1,0 +1,187 @@
+"""Who sees what: every page of issue #2 for the engineer of the project, an engineer of
+another project, the project's manager, an admin, finance and an anonymous visitor.
+An object outside a user's reach is answered 404; anonymous visitors go to the login."""
+
+import pytest
+from django.urls import reverse
+
+from rental import services
+from rental.models import Quota, Reservation
+from tests import factories
+
+SECRET_PURPOSE = "train-the-secret-model"
+ROLES = ("engineer", "other_engineer", "manager", "admin", "finance", "anonymous")
+
+
+@pytest.fixture
+def world(f0, t0):
+    Quota.objects.filter(project=f0.alpha).update(max_hours_per_lease=8)
+    lease = services.submit_reservation(
+        actor=f0.alice,
+        project=f0.alpha,
+        gpu_model=f0.model,
+        gpu_count=1,
+        duration_hours=12,
+        priority="experiment",
+        market="on_demand",
+        purpose=SECRET_PURPOSE,
+    )
+    assert lease.status == Reservation.Status.PENDING_APPROVAL
+    finance = factories.user("fiona", finance=True)
+    users = {
+        "engineer": f0.alice,
+        "other_engineer": f0.bob,
+        "manager": f0.alpha_manager,
+        "admin": f0.admin,
+        "finance": finance,
+        "anonymous": None,
+    }
+    return f0, lease, users
+
+
+def client_for(client, user):
+    if user is not None:
+        client.force_login(user)
+    return client
+
+
+def assert_status(response, expected: int, url: str, role: str) -> None:
+    if expected == 302:
+        assert response.status_code == 302, f"{role} {url}: {response.status_code}"
+        assert "/login/" in response["Location"], f"{role} {url}: {response['Location']}"
+    else:
+        assert response.status_code == expected, f"{role} {url}: {response.status_code}"
+
+
+# page → expected status per role (engineer, other engineer, manager, admin, finance, anon)
+PAGES = {
+    "dashboard": (200, 200, 200, 200, 200, 302),
+    "notifications": (200, 200, 200, 200, 200, 302),
+    "rental:leases": (200, 200, 200, 200, 200, 302),
+    "rental:lease_list_partial": (200, 200, 200, 200, 200, 302),
+    "rental:lease_new": (200, 200, 200, 200, 200, 302),
+    "rental:lease": (200, 404, 200, 200, 200, 302),
+    "rental:lease_status_partial": (200, 404, 200, 200, 200, 302),
+    "rental:approvals": (404, 404, 200, 200, 404, 302),
+    "rental:projects": (200, 200, 200, 200, 200, 302),
+    "rental:project": (200, 404, 200, 200, 200, 302),
+    "rental:panel_leases": (200, 200, 200, 200, 200, 302),
+    "rental:panel_approvals": (200, 200, 200, 200, 200, 302),
+    "billing:statement": (200, 404, 200, 200, 200, 302),
+    "billing:statement_partial": (200, 404, 200, 200, 200, 302),
+    "billing:panel_spend": (200, 200, 200, 200, 200, 302),
+    "audit_log": (404, 404, 404, 200, 404, 302),
+}
+
+
+def url_of(name: str, lease: Reservation) -> str:
+    if name in ("rental:lease", "rental:lease_status_partial"):
+        return reverse(name, args=[lease.pk])
+    if name in ("rental:project", "billing:statement", "billing:statement_partial"):
+        return reverse(name, args=[lease.project.slug])
+    return reverse(name)
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_it_answers_each_role_on_every_page(world, client, name):
+    _f0, lease, users = world
+    url = url_of(name, lease)
+    for role, expected in zip(ROLES, PAGES[name], strict=True):
+        client.logout()
+        response = client_for(client, users[role]).get(url)
+        assert_status(response, expected, url, role)
+        if expected == 200 and role == "other_engineer":
+            # Lists answer 200 but never show another project's lease.
+            assert SECRET_PURPOSE not in response.content.decode()
+            assert f'href="{lease.get_absolute_url()}"' not in response.content.decode()
+
+
+def test_it_shows_the_lease_in_the_lists_of_those_who_may_see_it(world, client):
+    _f0, lease, users = world
+    for role in ("engineer", "manager", "admin"):
+        client.force_login(users[role])
+        listed = client.get(reverse("rental:leases")).content.decode()
+        assert f'href="{lease.get_absolute_url()}"' in listed, role
+    client.force_login(users["manager"])
+    inbox = client.get(reverse("rental:approvals")).content.decode()
+    assert f'href="{lease.get_absolute_url()}"' in inbox
+
+
+def test_it_keeps_other_projects_requests_out_of_a_managers_inbox(world, client):
+    f0, _lease, _users = world
+    beta_manager = factories.user("bea")
+    factories.member(beta_manager, f0.beta, "manager")
+    client.force_login(beta_manager)
+    response = client.get(reverse("rental:approvals"))
+    assert response.status_code == 200
+    assert f'href="{_lease.get_absolute_url()}"' not in response.content.decode()
+
+
+@pytest.mark.parametrize("role", ["engineer", "other_engineer", "finance"])
+def test_it_refuses_decisions_to_non_managers(world, client, role):
+    _f0, lease, users = world
+    client.force_login(users[role])
+    for name in ("rental:lease_approve", "rental:lease_reject"):
+        response = client.post(reverse(name, args=[lease.pk]), {"comment": "no"})
+        assert response.status_code == 404, (role, name)
+    assert Reservation.objects.get(pk=lease.pk).status == Reservation.Status.PENDING_APPROVAL
+
+
+def test_it_lets_the_manager_approve(world, client):
+    _f0, lease, users = world
+    client.force_login(users["manager"])
+    response = client.post(reverse("rental:lease_approve", args=[lease.pk]), {"comment": "ok"})
+    assert response.status_code == 302
+    lease.refresh_from_db()
+    assert lease.status == Reservation.Status.PROVISIONING
+    assert lease.approved_by == users["manager"]
+
+
+def test_it_lets_the_manager_reject_with_a_comment_only(world, client):
+    _f0, lease, users = world
+    client.force_login(users["manager"])
+    client.post(reverse("rental:lease_reject", args=[lease.pk]), {"comment": ""})
+    assert Reservation.objects.get(pk=lease.pk).status == Reservation.Status.PENDING_APPROVAL
+    client.post(reverse("rental:lease_reject", args=[lease.pk]), {"comment": "too long"})
+    assert Reservation.objects.get(pk=lease.pk).status == Reservation.Status.REJECTED
+
+
+@pytest.mark.parametrize("role", ["other_engineer", "finance"])
+def test_it_refuses_to_end_a_lease_for_outsiders(world, client, role):
+    _f0, lease, users = world
+    client.force_login(users[role])
+    response = client.post(reverse("rental:lease_end", args=[lease.pk]))
+    assert response.status_code == 404
+    assert Reservation.objects.get(pk=lease.pk).status == Reservation.Status.PENDING_APPROVAL
+
+
+def test_it_lets_the_requester_end_a_lease(world, client):
+    _f0, lease, users = world
+    client.force_login(users["engineer"])
+    response = client.post(reverse("rental:lease_end", args=[lease.pk]))
+    assert response.status_code == 302
+    assert Reservation.objects.get(pk=lease.pk).status == Reservation.Status.CANCELLED
+
+
+def test_it_keeps_the_request_form_to_the_users_projects(world, client):
+    f0, _lease, users = world
+    client.force_login(users["other_engineer"])
+    response = client.post(
+        reverse("rental:lease_new"),
+        {
+            "project": f0.alpha.pk,
+            "gpu_model": f0.model.pk,
+            "gpu_count": 1,
+            "duration_hours": 1,
+            "priority": "experiment",
+            "market": "on_demand",
+        },
+    )
+    assert response.status_code == 400
+    assert Reservation.objects.count() == 1
+
+
+def test_it_answers_an_unknown_lease_with_404(world, client):
+    _f0, _lease, users = world
+    client.force_login(users["admin"])
+    assert client.get(reverse("rental:lease", args=[999_999])).status_code == 404

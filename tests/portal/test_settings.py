@@ -1,0 +1,62 @@
+"""Settings come from the environment; production refuses to start half-configured."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from cryptography.fernet import Fernet
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def manage(*args: str, **env: str) -> subprocess.CompletedProcess:
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"SECRET_KEY", "PORTAL_ENCRYPTION_KEYS", "DJANGO_SETTINGS_MODULE"}
+    }
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env={**clean, "DJANGO_SETTINGS_MODULE": "portal.settings", **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+PRODUCTION = {
+    "PORTAL_ENV": "production",
+    "SECRET_KEY": "x7" * 40 + "Qz!v%k",
+    "PORTAL_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
+    "ALLOWED_HOSTS": "gpu.example.com",
+    "PORTAL_INSTALLATION_ID": "acme",
+    "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/gpu_portal",
+}
+
+
+def test_it_passes_the_deploy_check_in_production():
+    result = manage("check", "--deploy", "--fail-level", "WARNING", **PRODUCTION)
+    assert result.returncode == 0, result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_it_refuses_production_without_a_secret_key():
+    result = manage("check", **{**PRODUCTION, "SECRET_KEY": ""})
+    assert result.returncode != 0
+    assert "SECRET_KEY must be set" in result.stderr
+
+
+def test_it_refuses_production_without_encryption_keys():
+    result = manage("check", **{**PRODUCTION, "PORTAL_ENCRYPTION_KEYS": ""})
+    assert result.returncode != 0
+    assert "PORTAL_ENCRYPTION_KEYS must be set" in result.stderr
+
+
+def test_it_fails_loudly_on_a_bad_value():
+    result = manage("check", **{**PRODUCTION, "DEBUG": "maybe"})
+    assert result.returncode != 0
+    assert "DEBUG must be true or false" in result.stderr
+    bad_key = manage("check", **{**PRODUCTION, "PORTAL_ENCRYPTION_KEYS": "not-a-key"})
+    assert "not a Fernet key" in bad_key.stderr
