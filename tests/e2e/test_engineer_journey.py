@@ -2,7 +2,6 @@
 on Redis and the local EC2 endpoint: log in, fill the form, watch the estimate change,
 submit, see the lease become active with its connection details, end it."""
 
-import os
 import re
 from decimal import Decimal
 from pathlib import Path
@@ -15,13 +14,13 @@ from tests import factories
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
-# Playwright's sync API keeps an event loop on this thread; the ORM calls here are plain
-# synchronous test code.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
 @pytest.fixture
-def browser():
+def browser(monkeypatch):
+    # Playwright's sync API keeps an event loop on this thread; the ORM calls in the test
+    # are plain synchronous code.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)")
     from playwright.sync_api import sync_playwright

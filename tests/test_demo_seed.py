@@ -1,0 +1,167 @@
+"""The demo's data: seeded once however often ``manage.py demo`` runs, and within the rules."""
+
+from collections import defaultdict
+from datetime import datetime
+from io import StringIO
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.management import call_command
+from django.utils import timezone
+
+from billing.models import Budget
+from portal.models import FINANCE_GROUP, AuditEvent, Membership, Project
+from rental import services
+from rental.management.commands.seed_demo import DEMO_ACCOUNT
+from rental.models import (
+    Image,
+    Instance,
+    Pool,
+    Quota,
+    Reservation,
+    SshKey,
+    Tier,
+    UsageRecord,
+)
+from tests import factories
+
+COUNTED = (
+    get_user_model(),
+    Group,
+    Project,
+    Membership,
+    Pool,
+    Quota,
+    Image,
+    SshKey,
+    Reservation,
+    Instance,
+    UsageRecord,
+    Budget,
+    AuditEvent,
+)
+
+
+@pytest.fixture
+def demo_account(db):
+    # Seeding makes no cloud call, so the endpoint need not answer.
+    return factories.account(name=DEMO_ACCOUNT)
+
+
+def seed() -> None:
+    call_command("load_catalog", "--account", DEMO_ACCOUNT, stdout=StringIO())
+    call_command("seed_demo", stdout=StringIO(), stderr=StringIO())
+    call_command("seed_demo_billing", stdout=StringIO())
+
+
+def counts() -> dict[str, int]:
+    return {model._meta.label: model.objects.count() for model in COUNTED}
+
+
+def peak(intervals: list[tuple[datetime, datetime, int]]) -> int:
+    events = sorted(
+        [(start, gpus) for start, _end, gpus in intervals]
+        + [(end, -gpus) for _start, end, gpus in intervals]
+    )
+    current = highest = 0
+    for _at, change in events:
+        current += change
+        highest = max(highest, current)
+    return highest
+
+
+def test_it_seeds_everything_once(demo_account):
+    seed()
+    first = counts()
+    seed()
+
+    assert counts() == first
+    users = get_user_model().objects
+    assert set(users.values_list("username", flat=True)) == {
+        "admin",
+        "maria",
+        "li.wei",
+        "erik",
+        "amira",
+        "chen",
+        "fiona",
+    }
+    assert users.get(username="admin").is_staff
+    assert users.get(username="fiona").groups.filter(name=FINANCE_GROUP).exists()
+    assert users.get(username="erik").check_password("demo-erik")
+    assert dict(
+        Membership.objects.filter(user__username="maria").values_list("project__slug", "role")
+    ) == {"vision": "manager", "speech": "engineer"}
+    assert set(Project.objects.values_list("slug", flat=True)) == {"vision", "nlp", "speech"}
+    assert not Project.objects.filter(cost_center="").exists()
+    assert first["auth.User"] == 7
+    assert first["billing.Budget"] == 3
+    assert first["rental.Image"] == 3
+    for project in Project.objects.all():
+        assert 15 <= project.reservations.count() <= 30
+
+
+def test_it_keeps_every_quota_within_q1(demo_account):
+    seed()
+
+    pools = Pool.objects.select_related("gpu_model")
+    assert pools.filter(committed_gpus__gt=0).exists()
+    for pool in pools:
+        quotas = list(Quota.objects.filter(gpu_model=pool.gpu_model))
+        assert quotas, pool
+        assert sum(quota.guaranteed for quota in quotas) <= pool.guarantee_bound
+        for quota in quotas:
+            assert quota.guaranteed <= quota.ceiling
+            services.check_quota(
+                pool=pool,
+                project=quota.project_id,
+                guaranteed=quota.guaranteed,
+                ceiling=quota.ceiling,
+                weight=quota.weight,
+            )
+
+
+def test_it_closes_every_history_usage_record(demo_account):
+    seed()
+
+    records = UsageRecord.objects.select_related("instance__offering")
+    assert records.count() > 40
+    assert not records.filter(end__isnull=True).exists()
+    now = timezone.now()
+    for record in records:
+        assert record.start <= record.end <= now
+        assert record.start == record.instance.running_at
+        assert record.end == record.instance.terminated_at
+        assert record.rate == record.instance.offering.rate_per_gpu_hour(record.market)
+    assert not Instance.objects.exclude(
+        state__in=(Instance.State.TERMINATED, Instance.State.FAILED)
+    ).exists()
+    assert not Reservation.objects.exclude(status__in=Reservation.FINAL).exists()
+    assert Reservation.objects.filter(status=Reservation.Status.PREEMPTED).exists()
+    assert Reservation.objects.filter(end_reason="user").exists()
+
+
+def test_it_keeps_history_within_capacity_guarantees_and_ceilings(demo_account):
+    seed()
+
+    pools = {pool.gpu_model_id: pool for pool in Pool.objects.all()}
+    quotas = {(q.project_id, q.gpu_model_id): q for q in Quota.objects.all()}
+    per_pool = defaultdict(list)
+    guaranteed = defaultdict(list)
+    non_spot = defaultdict(list)
+    for record in UsageRecord.objects.all():
+        interval = (record.start, record.end, record.gpu_count)
+        key = (record.project_id, record.gpu_model_id)
+        per_pool[record.gpu_model_id].append(interval)
+        if record.tier == Tier.GUARANTEED:
+            guaranteed[key].append(interval)
+        if record.tier != Tier.SPOT:
+            non_spot[key].append(interval)
+
+    for model_id, intervals in per_pool.items():
+        assert peak(intervals) <= pools[model_id].capacity
+    for key, intervals in guaranteed.items():
+        assert peak(intervals) <= quotas[key].guaranteed
+    for key, intervals in non_spot.items():
+        assert peak(intervals) <= quotas[key].ceiling
