@@ -21,8 +21,7 @@ from rental import selectors, services
 from rental.forms import DecisionForm, LeaseRequestForm
 from rental.models import Offering, Reservation, Tier
 from rental.selectors import QuotaStatus
-from rental.services.admission import Standing, decide, needs_approval
-from rental.services.leases import parse_hours, pending_for, validate_request
+from rental.services.leases import parse_hours, pending_for, preview_admission, validate_request
 
 Status = Reservation.Status
 
@@ -122,30 +121,11 @@ def estimate(form: LeaseRequestForm) -> Estimate:
             market=market,
             image=form.current_image,
         )
-        limits = selectors.quota_for(project, gpu_model)
-        if limits and needs_approval(
+        decision = preview_admission(
+            project=project,
+            gpu_model=gpu_model,
             gpu_count=gpu_count,
-            hours=float(hours or 0),
-            max_gpus=limits.max_gpus_per_lease,
-            max_hours=limits.max_hours_per_lease,
-        ):
-            return Estimate(
-                **price,
-                outcome="approval",
-                title=_("Needs a manager's approval"),
-                message=_("Beyond the project's auto-approve limits; a manager must approve."),
-                code="over_auto_approve",
-            )
-        decision = decide(
-            Standing(
-                guaranteed=quota.guaranteed,
-                ceiling=quota.ceiling,
-                used_guaranteed=quota.used_guaranteed,
-                used=quota.used,
-                capacity=quota.pool_capacity,
-                running=quota.pool_running,
-            ),
-            gpu_count=gpu_count,
+            hours=hours,
             priority=priority,
             market=market,
         )

@@ -153,6 +153,59 @@ def validate_request(
     return chosen, image, hours
 
 
+def admission(
+    *,
+    pool: Pool,
+    project: Project | int,
+    gpu_count: int,
+    hours: Decimal,
+    priority: str,
+    market: str,
+) -> Decision:
+    """What happens to a valid request: the auto-approve limits, then Q2 and Q4.
+
+    Writers lock ``pool`` first; a preview passes it unlocked and may race."""
+    quota = selectors.quota_for(project, pool.gpu_model_id)
+    if quota and needs_approval(
+        gpu_count=gpu_count,
+        hours=float(hours),
+        max_gpus=quota.max_gpus_per_lease,
+        max_hours=quota.max_hours_per_lease,
+    ):
+        return Decision(
+            status=Status.PENDING_APPROVAL,
+            tier=Tier.BURST,
+            code="over_auto_approve",
+            message=_("Beyond the project's auto-approve limits; a manager must approve."),
+        )
+    return decide(_standing(pool, project), gpu_count=gpu_count, priority=priority, market=market)
+
+
+def preview_admission(
+    *,
+    project: Project,
+    gpu_model: GpuModel,
+    gpu_count: int,
+    hours: Decimal,
+    priority: str,
+    market: str,
+) -> Decision:
+    """The request form's preview of ``submit_reservation``: read-only, no locks."""
+    pool = Pool.objects.filter(gpu_model=gpu_model).first()
+    if pool is None:
+        raise InvalidInput(
+            _("No pool is configured for this GPU model."), code="no_pool", field="gpu_model"
+        )
+    return admission(
+        pool=pool,
+        project=project,
+        gpu_count=gpu_count,
+        hours=hours,
+        priority=priority,
+        market=market,
+    )
+
+
 @transaction.atomic
 def submit_reservation(
     *,
@@ -189,24 +242,14 @@ def submit_reservation(
         market=market,
         image=image,
     )
-    pool = _lock_pool(gpu_model)
-    quota = selectors.quota_for(project, gpu_model)
-    if needs_approval(
+    decision = admission(
+        pool=_lock_pool(gpu_model),
+        project=project,
         gpu_count=gpu_count,
-        hours=float(hours),
-        max_gpus=quota.max_gpus_per_lease,
-        max_hours=quota.max_hours_per_lease,
-    ):
-        decision = Decision(
-            status=Status.PENDING_APPROVAL,
-            tier=Tier.BURST,
-            code="over_auto_approve",
-            message=_("Beyond the project's auto-approve limits; a manager must approve."),
-        )
-    else:
-        decision = decide(
-            _standing(pool, project), gpu_count=gpu_count, priority=priority, market=market
-        )
+        hours=hours,
+        priority=priority,
+        market=market,
+    )
     reservation = Reservation.objects.create(
         project=project,
         requester=actor,
