@@ -28,7 +28,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
 from rental import localcloud, services
-from rental.management.commands.seed_demo import DEMO_ACCOUNT, DEMO_USERS
+from rental.demo import DEMO_ACCOUNT, DEMO_USERS
 from rental.models import ProviderAccount
 
 # The local cloud accepts any key; these only exercise the encrypted-credentials path.
