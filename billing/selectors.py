@@ -6,9 +6,10 @@ Usage comes from rental's selectors only. Time is split at period boundaries
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
@@ -16,6 +17,7 @@ from django.utils import timezone
 from billing.money import SECONDS_PER_HOUR, gpu_seconds_cost, quantize
 from rental import selectors as rental_selectors
 from rental.models import GpuModel, UsageRecord
+from rental.models.leases import PLATFORM_ENDED
 
 
 def period_start(moment: datetime | date) -> datetime:
@@ -26,7 +28,9 @@ def period_end(start: datetime) -> datetime:
     return datetime(start.year + start.month // 12, start.month % 12 + 1, 1, tzinfo=UTC)
 
 
-def billed_seconds(record: UsageRecord, *, start: datetime, end: datetime, now: datetime) -> int:
+def billed_seconds(
+    record: UsageRecord | Any, *, start: datetime, end: datetime, now: datetime
+) -> int:
     """Seconds of ``record`` billed in [start, end) (B1, B6).
 
     The run counts to the second from its start to its end (or ``now`` while it
@@ -35,7 +39,7 @@ def billed_seconds(record: UsageRecord, *, start: datetime, end: datetime, now: 
     """
     run_end = record.end or now
     inside = max(0, int((min(run_end, end) - max(record.start, start)).total_seconds()))
-    if record.end is None or record.platform_ended:
+    if record.end is None or record.end_reason in PLATFORM_ENDED:
         return inside
     duration = int((record.end - record.start).total_seconds())
     minimum = settings.PORTAL_MINIMUM_BILLED_SECONDS
@@ -54,7 +58,6 @@ class UsageLine:
     market: str
     rate: Decimal
     gpu_seconds: int = 0
-    records: list[int] = field(default_factory=list)
 
     @property
     def gpu_hours(self) -> Decimal:
@@ -80,23 +83,38 @@ def usage_lines(
     *, project_ids: Iterable[int], start: datetime, end: datetime, now: datetime
 ) -> dict[int, list[UsageLine]]:
     """Per project, one line per GPU model, market and rate, for usage in [start, end)."""
-    grouped: dict[int, dict[tuple[int, str, Decimal], UsageLine]] = defaultdict(dict)
-    records = rental_selectors.usage_for_period(start=start, end=end, project_ids=project_ids)
-    for record in records:
-        seconds = billed_seconds(record, start=start, end=end, now=now) * record.gpu_count
-        if seconds == 0:
-            continue
-        key = (record.gpu_model_id, record.market, record.rate)
-        line = grouped[record.project_id].get(key)
-        if line is None:
-            line = grouped[record.project_id][key] = UsageLine(
-                gpu_model=record.gpu_model, market=record.market, rate=record.rate
-            )
-        line.gpu_seconds += seconds
-        line.records.append(record.pk)
-    return {
-        project_id: sorted(lines.values(), key=lambda line: (line.gpu_model.name, line.market))
+    grouped: dict[int, dict[tuple[int, str, Decimal], int]] = defaultdict(lambda: defaultdict(int))
+    # Plain rows, not model instances: this runs over every run of the month.
+    runs = rental_selectors.usage_for_period(
+        start=start, end=end, project_ids=project_ids
+    ).values_list(
+        "project_id",
+        "gpu_model_id",
+        "market",
+        "rate",
+        "gpu_count",
+        "start",
+        "end",
+        "end_reason",
+        named=True,
+    )
+    for run in runs:
+        seconds = billed_seconds(run, start=start, end=end, now=now) * run.gpu_count
+        if seconds:
+            grouped[run.project_id][(run.gpu_model_id, run.market, run.rate)] += seconds
+    models = GpuModel.objects.in_bulk(
+        {model_id for lines in grouped.values() for model_id, _market, _rate in lines}
+    )
+    per_project = {
+        project_id: [
+            UsageLine(gpu_model=models[model_id], market=market, rate=rate, gpu_seconds=seconds)
+            for (model_id, market, rate), seconds in lines.items()
+        ]
         for project_id, lines in grouped.items()
+    }
+    return {
+        project_id: sorted(lines, key=lambda line: (line.gpu_model.name, line.market))
+        for project_id, lines in per_project.items()
     }
 
 
