@@ -1,7 +1,6 @@
 """Shared fixtures: the local EC2 endpoint (tests.fixtures_cloud) and fixture F0."""
 
 from datetime import UTC, datetime
-from decimal import Decimal
 
 import pytest
 
@@ -34,6 +33,3 @@ def f0(db):
 @pytest.fixture
 def cloud_account(db, cloud):
     return factories.account(endpoint_url=cloud.url)
-
-
-__all__ = ["Decimal"]

@@ -8,7 +8,6 @@ import pytest
 from billing.money import gpu_seconds_cost, largest_remainder, quantize
 from billing.selectors import billed_seconds, draft_statement, usage_lines
 from rental.models import Instance, Reservation, TerminationReason, UsageRecord
-from tests import factories
 
 
 def at(*parts: int) -> datetime:
@@ -187,6 +186,3 @@ def test_it_refuses_to_split_over_nothing():
         largest_remainder(Decimal("1.00"), {"alpha": 0})
     with pytest.raises(ValueError):
         largest_remainder(Decimal("1.001"), {"alpha": 1})
-
-
-__all__ = ["factories"]

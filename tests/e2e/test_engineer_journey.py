@@ -7,6 +7,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from django.db import connections
 
 from rental.models import Reservation, UsageRecord
 from tests import factories
@@ -85,3 +86,6 @@ def test_it_takes_an_engineer_from_request_to_ended_lease(live_server, cloud, wo
     assert lease.status == Reservation.Status.ENDED
     usage = UsageRecord.objects.get()
     assert usage.end is not None and usage.rate == Decimal("2.500000")
+    # With Playwright's loop running, the ORM calls above had a connection of their own;
+    # close it so the test database can be dropped at the end of the session.
+    connections.close_all()
