@@ -68,6 +68,11 @@ def managed_project_ids(user: User) -> list[int]:
     return [pid for pid, role in roles(user).items() if role == Membership.Role.MANAGER]
 
 
+def manages_any(user: User) -> bool:
+    """Admins, and managers of at least one project: who has an approvals inbox."""
+    return is_admin(user) or Membership.Role.MANAGER in roles(user).values()
+
+
 def can_view_project(user: User, project: Project | int) -> bool:
     return sees_everything(user) or role_in(user, project) is not None
 

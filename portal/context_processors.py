@@ -17,7 +17,7 @@ def navigation(request: HttpRequest) -> dict[str, Any]:
             "is_admin": access.is_admin(user),
             "is_finance": access.is_finance(user),
             "is_member": bool(roles),
-            "is_manager": access.is_admin(user) or "manager" in roles.values(),
+            "is_manager": access.manages_any(user),
             "unread": user.notifications.filter(read_at__isnull=True).count(),
         }
     }

@@ -8,6 +8,7 @@ from decimal import Decimal
 from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 
+from portal import access
 from portal.models import Project
 from rental.models import (
     GpuModel,
@@ -235,3 +236,11 @@ def rate_for(offering: Offering, market: str) -> Decimal:
     if rate is None:
         raise ValueError(f"{offering} has no {Market(market).label} price")
     return rate
+
+
+def pending_approvals(user) -> QuerySet[Reservation]:
+    """The requests waiting for this manager's decision (admins: every project's)."""
+    return Reservation.objects.filter(
+        status=Reservation.Status.PENDING_APPROVAL,
+        project_id__in=access.managed_project_ids(user),
+    )

@@ -16,12 +16,12 @@ from django.views.decorators.http import require_POST
 
 from portal import access
 from portal.errors import DomainError, InvalidInput, QuotaExceeded
-from portal.models import Membership, Project
+from portal.models import Project
 from rental import selectors, services
 from rental.forms import DecisionForm, LeaseRequestForm
 from rental.models import Offering, Reservation, Tier
 from rental.selectors import QuotaStatus
-from rental.services.leases import parse_hours, pending_for, preview_admission, validate_request
+from rental.services.leases import parse_hours, preview_admission, validate_request
 
 Status = Reservation.Status
 
@@ -45,10 +45,6 @@ def _may_end(user: Any, lease: Reservation) -> bool:
     return access.can_request_for(user, lease.project_id) or access.can_manage(
         user, lease.project_id
     )
-
-
-def _is_manager(user: Any) -> bool:
-    return access.is_admin(user) or Membership.Role.MANAGER in access.roles(user).values()
 
 
 def _put_on_form(form: Any, error: DomainError) -> None:
@@ -342,9 +338,9 @@ def lease_end(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 def approvals(request: HttpRequest) -> HttpResponse:
-    if not _is_manager(request.user):
+    if not access.manages_any(request.user):
         raise Http404
-    pending = selectors.leases(Reservation.objects.filter(pending_for(request.user))).order_by(
+    pending = selectors.leases(selectors.pending_approvals(request.user)).order_by(
         "submitted_at", "pk"
     )
     page = Paginator(pending, LEASES_PER_PAGE).get_page(request.GET.get("page"))
@@ -354,7 +350,7 @@ def approvals(request: HttpRequest) -> HttpResponse:
 @login_required
 def approvals_count(request: HttpRequest) -> HttpResponse:
     """The badge in the navigation: how many requests wait for this manager."""
-    count = Reservation.objects.filter(pending_for(request.user)).count()
+    count = selectors.pending_approvals(request.user).count()
     return render(request, "rental/_approvals_badge.html", {"count": count})
 
 
@@ -467,9 +463,9 @@ def panel_leases(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def panel_approvals(request: HttpRequest) -> HttpResponse:
-    if not _is_manager(request.user):
+    if not access.manages_any(request.user):
         return HttpResponse("")
-    pending = Reservation.objects.filter(pending_for(request.user))
+    pending = selectors.pending_approvals(request.user)
     oldest = list(selectors.leases(pending).order_by("submitted_at", "pk")[:5])
     return render(
         request, "rental/_panel_approvals.html", {"count": pending.count(), "oldest": oldest}

@@ -9,7 +9,6 @@ from decimal import Decimal, InvalidOperation
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -588,8 +587,3 @@ def admit_queued(*, gpu_model: GpuModel | int, now: datetime | None = None) -> l
         else:
             break
     return admitted
-
-
-def pending_for(actor) -> Q:
-    """The requests waiting for this manager."""
-    return Q(status=Status.PENDING_APPROVAL, project_id__in=access.managed_project_ids(actor))
