@@ -379,33 +379,40 @@ def sync_instances(*, now: datetime | None = None) -> int:
     """Bring every live instance's state from the cloud (L3): one paginated describe per
     account and region, never one call per instance. Returns the instances changed."""
     now = now or timezone.now()
-    groups: dict[tuple[int, str], list[int]] = defaultdict(list)
+    # The rows are read before the describe: an instance is only "gone" if it was linked
+    # to its cloud id before the snapshot was taken (a launch recorded meanwhile is not
+    # in the snapshot yet, and is still running).
+    groups: dict[tuple[int, str], dict[int, str]] = defaultdict(dict)
     live = Instance.objects.filter(state__in=Instance.LIVE).values_list(
-        "pk", "account_id", "region"
+        "pk", "account_id", "region", "external_id"
     )
-    for pk, account_id, region in live:
-        groups[(account_id, region)].append(pk)
+    for pk, account_id, region, external_id in live:
+        groups[(account_id, region)][pk] = external_id
     changed = 0
-    for (account_id, region), ids in groups.items():
-        sample = Instance.objects.select_related("account").get(pk=ids[0])
+    for (account_id, region), linked in groups.items():
+        sample = Instance.objects.select_related("account").get(pk=next(iter(linked)))
         try:
             cloud = provider_for(sample).describe(region=region, tag_filter=installation_tags())
         except ProviderError as exc:
             logger.warning("sync of account %s in %s failed: %s", account_id, region, exc.kind)
             continue
-        changed += apply_sync(instance_ids=ids, cloud=cloud, now=now)
+        changed += apply_sync(linked_before=linked, cloud=cloud, now=now)
     _requeue_lost_launches(now)
     return changed
 
 
 @transaction.atomic
-def apply_sync(*, instance_ids: list[int], cloud: list[CloudInstance], now: datetime) -> int:
+def apply_sync(
+    *, linked_before: dict[int, str], cloud: list[CloudInstance], now: datetime
+) -> int:
+    """Apply one describe snapshot to the rows read just before it was taken;
+    ``linked_before`` maps each row to the cloud id it had then ("" if none)."""
     by_id = {item.external_id: item for item in cloud}
     by_key = {item.idempotency_key: item for item in cloud if item.idempotency_key}
     stale = now - timedelta(seconds=settings.PORTAL_LAUNCH_STALE_SECONDS)
     changed = 0
     instances = Instance.objects.select_for_update().filter(
-        pk__in=instance_ids, state__in=Instance.LIVE
+        pk__in=linked_before, state__in=Instance.LIVE
     )
     for instance in instances.select_related("reservation"):
         found = (
@@ -414,7 +421,7 @@ def apply_sync(*, instance_ids: list[int], cloud: list[CloudInstance], now: date
             else by_key.get(instance.idempotency_key)
         )
         if found is None:
-            if instance.external_id:
+            if instance.external_id and instance.external_id == linked_before[instance.pk]:
                 # Gone from the cloud without a trace: ended outside the portal.
                 mark_terminated(instance_id=instance.pk, at=now)
                 changed += 1

@@ -198,3 +198,27 @@ def test_it_does_not_launch_for_a_lease_ended_before_its_launch(f0c, t0, cloud):
     services.provision_instance(instance_id=lease.instances.get().pk, now=t0)
     assert cloud.count("RunInstances") == 0
     assert Reservation.objects.get(pk=lease.pk).status == Status.ENDED
+
+
+def test_it_keeps_a_launch_recorded_while_the_sync_was_describing(f0c, t0, cloud):
+    """The sync reads its rows, then describes; a launch recorded in between is not in the
+    snapshot, and must not be taken for an instance ended outside the portal."""
+    instance = submit(f0c, t0).instances.get()
+    linked_before = {instance.pk: instance.external_id}  # the sync reads the row: no cloud id
+    snapshot = cloud_instances(f0c)  # ... and describes: nothing launched yet
+    services.provision_instance(instance_id=instance.pk, now=t0)  # the launch lands meanwhile
+
+    services.instances.apply_sync(
+        linked_before=linked_before, cloud=snapshot, now=t0 + timedelta(seconds=1)
+    )
+
+    instance.refresh_from_db()
+    assert instance.state == State.LAUNCHING
+    assert not instance.termination_reason
+    assert Reservation.objects.get(pk=instance.reservation_id).status == Status.PROVISIONING
+    [running] = cloud_instances(f0c)
+    assert running.external_id == instance.external_id
+
+    services.sync_instances(now=t0 + timedelta(seconds=30))  # the next sync sees it running
+    instance.refresh_from_db()
+    assert instance.state == State.RUNNING
