@@ -4,9 +4,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tests import factories
+from tests import factories, servers
 
 pytest_plugins = ["tests.fixtures_cloud", "tests.fixtures_worker"]
+
+
+def pytest_unconfigure(config):
+    servers.stop()  # the throwaway PostgreSQL and Redis of this run, if it started them
 
 
 @pytest.fixture(autouse=True)

@@ -1,12 +1,13 @@
 """Test settings: the demo's settings on PostgreSQL with Redis as the broker.
 
-The environment may override both (``make test`` passes them through)."""
+Unless ``DATABASE_URL`` / ``CELERY_BROKER_URL`` name existing servers, a throwaway
+PostgreSQL and Redis are started for this test run (``tests/servers.py``) before the
+portal's settings read them."""
 
-import os
+from tests import servers
 
-os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpu_portal")
-os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/15")
+servers.ensure()
 
-from portal.settings import *  # noqa: F403
+from portal.settings import *  # noqa: E402, F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins in tests

@@ -402,9 +402,7 @@ def sync_instances(*, now: datetime | None = None) -> int:
 
 
 @transaction.atomic
-def apply_sync(
-    *, linked_before: dict[int, str], cloud: list[CloudInstance], now: datetime
-) -> int:
+def apply_sync(*, linked_before: dict[int, str], cloud: list[CloudInstance], now: datetime) -> int:
     """Apply one describe snapshot to the rows read just before it was taken;
     ``linked_before`` maps each row to the cloud id it had then ("" if none)."""
     by_id = {item.external_id: item for item in cloud}

@@ -32,7 +32,7 @@ PRODUCTION = {
     "PORTAL_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
     "ALLOWED_HOSTS": "gpu.example.com",
     "PORTAL_INSTALLATION_ID": "acme",
-    "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/gpu_portal",
+    "DATABASE_URL": os.environ["DATABASE_URL"],
 }
 
 
