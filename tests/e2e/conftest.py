@@ -1,11 +1,26 @@
 """Headless Chromium for the browser tests (Debian's chromium, no downloaded browser)."""
 
+import os
+import shutil
 from pathlib import Path
 
 import pytest
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+DOCS_IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
+
+
+def screenshot(page, name: str, *, guide: str = "") -> Path:
+    """Save a screenshot to tests/artifacts/; one the user guide shows (``guide``: its
+    file name there) also replaces docs/images/ when PORTAL_DOCS_SCREENSHOTS=1."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=not guide)
+    if guide and os.environ.get("PORTAL_DOCS_SCREENSHOTS") == "1":
+        DOCS_IMAGES.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, DOCS_IMAGES / f"{guide}.png")
+    return path
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from django.db import connections
 
 from rental.models import Reservation, UsageRecord
 from tests import factories
-from tests.e2e.conftest import ARTIFACTS
+from tests.e2e.conftest import screenshot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -39,8 +39,7 @@ def test_it_takes_an_engineer_from_request_to_ended_lease(live_server, cloud, wo
     page.fill("input[name=gpu_count]", "1")
     page.locator("input[name=gpu_count]").dispatch_event("change")
     expect(total).to_contain_text("$7.50")  # the estimate follows the form
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / "e2e-request-form.png"), full_page=True)
+    screenshot(page, "e2e-request-form")
 
     page.click("#submit-lease")
     expect(page).to_have_url(re.compile(r"/leases/\d+/$"))
@@ -54,13 +53,13 @@ def test_it_takes_an_engineer_from_request_to_ended_lease(live_server, cloud, wo
     expect(body).to_contain_text(instance.public_address)
     expect(body).to_contain_text(f"ubuntu@{instance.public_address}")
     expect(body).to_contain_text("gpu-portal:project")
-    page.screenshot(path=str(ARTIFACTS / "e2e-lease-active.png"), full_page=True)
+    screenshot(page, "e2e-lease-active", guide="engineer-lease-active")
 
     page.once("dialog", lambda dialog: dialog.accept())
     page.click("#end-lease")
     expect(page.locator("#lease-status")).to_have_text(re.compile("End"), timeout=60_000)
     expect(page.locator("#lease-status")).to_have_text(re.compile("Ended"), timeout=60_000)
-    page.screenshot(path=str(ARTIFACTS / "e2e-lease-ended.png"), full_page=True)
+    screenshot(page, "e2e-lease-ended")
 
     lease.refresh_from_db()
     assert lease.status == Reservation.Status.ENDED

@@ -2,11 +2,8 @@
 role logs in and sees its pages render with real content. The screenshots land in
 tests/artifacts/; with PORTAL_DOCS_SCREENSHOTS=1 they also replace docs/images/."""
 
-import os
 import re
-import shutil
 from io import StringIO
-from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -14,15 +11,21 @@ from django.db import connections
 
 from rental.management.commands.seed_demo import DEMO_ACCOUNT
 from tests import factories
-from tests.e2e.conftest import ARTIFACTS
+from tests.e2e.conftest import screenshot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
-DOCS_IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
 
-# (login, page, a text the page must show, screenshot name)
+
+def choose_a10g(page) -> None:
+    page.select_option("select[name=gpu_model]", label="A10G 24GB")
+    page.fill("[name=purpose]", "fine-tune the detector on the new labels")
+    page.locator("#estimate-total").filter(has_text="$").wait_for()
+
+
+# (login, page, a text the page must show, screenshot name[, what to do first])
 PAGES = [
     ("erik", "/", "Leases", "engineer-dashboard"),
-    ("erik", "/leases/new/", "Estimate", "engineer-request-form"),
+    ("erik", "/leases/new/", "Estimate", "engineer-request-form", choose_a10g),
     ("erik", "/leases/", "Leases", "engineer-leases"),
     ("maria", "/approvals/", "Approvals", "manager-approvals"),
     ("maria", "/projects/vision/", "Quota", "manager-project"),
@@ -43,9 +46,7 @@ def demo_site(db):
 def test_it_shows_every_role_its_pages(live_server, demo_site, browser):
     from playwright.sync_api import expect
 
-    ARTIFACTS.mkdir(exist_ok=True)
-    shots = []
-    for username, path, text, name in PAGES:
+    for username, path, text, name, *prepare in PAGES:
         context = browser.new_context(viewport={"width": 1360, "height": 900})
         page = context.new_page()
         page.set_default_timeout(15_000)
@@ -57,13 +58,9 @@ def test_it_shows_every_role_its_pages(live_server, demo_site, browser):
         response = page.goto(f"{live_server.url}{path}")
         assert response is not None and response.status == 200, (username, path)
         expect(page.locator("body")).to_contain_text(text)
+        for step in prepare:
+            step(page)
         page.wait_for_load_state("networkidle")
-        shot = ARTIFACTS / f"guide-{name}.png"
-        page.screenshot(path=str(shot), full_page=False)
-        shots.append(shot)
+        screenshot(page, f"guide-{name}", guide=name)
         context.close()
-    if os.environ.get("PORTAL_DOCS_SCREENSHOTS") == "1":
-        DOCS_IMAGES.mkdir(parents=True, exist_ok=True)
-        for shot in shots:
-            shutil.copy(shot, DOCS_IMAGES / shot.name.removeprefix("guide-"))
     connections.close_all()
