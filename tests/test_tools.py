@@ -3,6 +3,7 @@ suitable Python and say exactly what is missing instead of failing somewhere lat
 
 import os
 import pwd
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -64,6 +65,8 @@ def test_it_names_the_missing_packages_instead_of_installing_them_without_root()
         for tool in ("sh", "dirname", "id", "env"):
             real = subprocess.check_output(["which", tool], text=True).strip()
             (bin_dir / tool).symlink_to(real)
+        # A copy nobody can read: the checkout may sit in root's home.
+        shutil.copy(ROOT / "tools" / "ensure-test-tools", bin_dir / "ensure-test-tools")
         result = run_as_nobody(bin_dir, nobody)
     assert result.returncode == 1
     assert "The tests need: redis-server" in result.stderr
@@ -72,7 +75,7 @@ def test_it_names_the_missing_packages_instead_of_installing_them_without_root()
 
 def run_as_nobody(bin_dir: Path, nobody) -> subprocess.CompletedProcess:
     return subprocess.run(
-        ["/bin/sh", str(ROOT / "tools" / "ensure-test-tools")],
+        ["/bin/sh", str(bin_dir / "ensure-test-tools")],
         env={"PATH": str(bin_dir), "DATABASE_URL": "postgres://x@127.0.0.1:1/x"},
         capture_output=True,
         text=True,
