@@ -233,6 +233,15 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
     }
+elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # A message taken by a worker that dies stays invisible for this long (Redis's default
+    # is an hour). Nothing waits on it: the sync re-sends a lost launch or terminate after
+    # PORTAL_LAUNCH_STALE_SECONDS. It must still exceed the longest countdown a retry is
+    # scheduled with (5 minutes, rental.services.retry) or Redis would hand the waiting
+    # retry to a second worker; a redelivered duplicate finds nothing to claim.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": env_int("PORTAL_BROKER_VISIBILITY_TIMEOUT", 360)
+    }
 CELERY_TASK_ALWAYS_EAGER = False
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -257,7 +266,16 @@ if not PORTAL_INSTALLATION_ID:
 PORTAL_MAX_LEASE_HOURS = env_int("PORTAL_MAX_LEASE_HOURS", 168)
 PORTAL_PREEMPTION_NOTICE_SECONDS = env_int("PORTAL_PREEMPTION_NOTICE_SECONDS", 120)
 PORTAL_MINIMUM_BILLED_SECONDS = env_int("PORTAL_MINIMUM_BILLED_SECONDS", 60)
-PORTAL_LAUNCH_STALE_SECONDS = env_int("PORTAL_LAUNCH_STALE_SECONDS", 600)
+# A launch claimed this long ago without a cloud id is taken to be dead and is launched
+# again (the idempotency key finds an instance it did create). A live launch is at most a
+# describe plus a RunInstances, each bounded by the driver's 3 s connect + 30 s read
+# timeouts: 66 s; 90 s leaves a margin, and with the 30 s sync a launch stuck by a dead
+# worker runs again within 2 minutes of its claim (it was 10). Also how long a lease
+# admitted without any claim of its launch waits before the sync sends it again.
+PORTAL_LAUNCH_STALE_SECONDS = env_int("PORTAL_LAUNCH_STALE_SECONDS", 90)
+# L3: an instance missing from a describe is marked gone only when it has been missing this
+# long and a describe by its id confirms it (EC2 lists a new instance late).
+PORTAL_SYNC_GRACE_SECONDS = env_int("PORTAL_SYNC_GRACE_SECONDS", 60)
 PORTAL_CURRENCY = env_str("PORTAL_CURRENCY", "USD")
 
 REST_FRAMEWORK = {

@@ -9,6 +9,11 @@ signed with unknown access keys, and records every request it sees.
     cloud.inject(action="RunInstances", code="InsufficientInstanceCapacity", times=2)
     cloud.require_access_keys({"AKIDGOOD"})
     cloud.count("DescribeInstances")
+    cloud.delay("RunInstances", 3)        # hold the next RunInstances 3 s before moto sees it
+    cloud.delay("DescribeInstances", 3, when="after")  # answer computed now, sent 3 s later
+    cloud.wait_until_held("RunInstances") # a test's step runs while that request is held
+    cloud.hide_new_instances(40, clock=c) # eventual consistency: new instances missing from
+                                          # describe for 40 s of ``clock`` after their launch
     cloud.reset()                         # no faults, any key, empty log, empty cloud
     cloud.stop()
 
@@ -27,10 +32,13 @@ import re
 import signal
 import sys
 import threading
+import time
 import urllib.request
 import uuid
+import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qs
@@ -89,6 +97,29 @@ class _Fault:
     remaining: int
 
 
+@dataclass
+class _Delay:
+    action: str | None
+    seconds: float
+    when: str  # "before": moto sees the request late; "after": its answer is sent late
+    remaining: int
+
+
+@dataclass
+class _Hiding:
+    seconds: float
+    clock: Callable[[], datetime]
+    launched: dict[str, datetime] = field(default_factory=dict)
+
+
+_EC2_NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
+_INSTANCE_ID = re.compile(rb"<instanceId>(i-[0-9a-f]+)</instanceId>")
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
 def ec2_error_body(code: str, message: str) -> bytes:
     """An error answer in EC2's XML format."""
     return (
@@ -144,12 +175,19 @@ class FaultInjector:
         self._faults: list[_Fault] = []
         self._allowed_keys: frozenset[str] | None = None
         self._log: list[RecordedRequest] = []
+        self._delays: list[_Delay] = []
+        self._held: dict[str, int] = {}
+        self._held_changed = threading.Condition(self._lock)
+        self._hiding: _Hiding | None = None
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         if environ.get("PATH_INFO", "").startswith(MOTO_API_PREFIX):
             return self._app(environ, start_response)
         action = _action(environ)
         key_id = _access_key_id(environ)
+        delay = self._take_delay(action)
+        if delay is not None and delay.when == "before":
+            self._hold(action, delay.seconds)  # an injected error is answered late too
         with self._lock:
             if self._allowed_keys is not None and key_id not in self._allowed_keys:
                 fault: _Fault | None = _Fault(action, "AuthFailure", _AUTH_FAILURE_MESSAGE, 401, 1)
@@ -169,14 +207,66 @@ class FaultInjector:
             return [body]
 
         statuses: list[int] = []
+        answer: list[tuple[str, list[tuple[str, str]]]] = []
 
         def recording_start_response(status: str, headers: Any, *args: Any) -> Any:
             statuses.append(int(status.split(" ", 1)[0]))
-            return start_response(status, headers, *args)
+            answer.append((status, list(headers)))
+            return lambda data: None  # moto returns its body; it never writes
 
-        result = self._app(environ, recording_start_response)
+        body = b"".join(self._app(environ, recording_start_response))
+        if delay is not None and delay.when == "after":
+            self._hold(action, delay.seconds)  # moto has answered: its snapshot is taken
+        if self._hiding is not None and action in ("RunInstances", "DescribeInstances"):
+            body = self._apply_hiding(action, body, statuses)
+        status, headers = answer[0] if answer else ("500 Internal Server Error", [])
+        headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
+        start_response(status, [*headers, ("Content-Length", str(len(body)))])
         self._record(action, key_id, statuses[0] if statuses else 0, faulted=False)
-        return result
+        return [body]
+
+    def _take_delay(self, action: str) -> _Delay | None:
+        with self._lock:
+            for delay in self._delays:
+                if delay.remaining > 0 and delay.action in (None, action):
+                    delay.remaining -= 1
+                    return delay
+        return None
+
+    def _hold(self, action: str, seconds: float) -> None:
+        with self._lock:
+            self._held[action] = self._held.get(action, 0) + 1
+            self._held_changed.notify_all()
+        try:
+            time.sleep(seconds)
+        finally:
+            with self._lock:
+                self._held[action] -= 1
+                self._held_changed.notify_all()
+
+    def wait_until_held(self, action: str, timeout: float) -> bool:
+        with self._held_changed:
+            return self._held_changed.wait_for(lambda: self._held.get(action, 0) > 0, timeout)
+
+    def _apply_hiding(self, action: str, body: bytes, statuses: list[int]) -> bytes:
+        hiding = self._hiding
+        if hiding is None or not statuses or statuses[0] != 200:
+            return body
+        now = hiding.clock()
+        if action == "RunInstances":
+            with self._lock:
+                for match in _INSTANCE_ID.finditer(body):
+                    hiding.launched.setdefault(match.group(1).decode(), now)
+            return body
+        with self._lock:
+            hidden = {
+                instance_id
+                for instance_id, at in hiding.launched.items()
+                if (now - at).total_seconds() < hiding.seconds
+            }
+        if not hidden:
+            return body
+        return _without_instances(body, hidden)
 
     def _take_fault(self, action: str) -> _Fault | None:
         for fault in self._faults:
@@ -197,10 +287,20 @@ class FaultInjector:
         with self._lock:
             self._allowed_keys = None if keys is None else frozenset(keys)
 
+    def delay(self, delay: _Delay) -> None:
+        with self._lock:
+            self._delays.append(delay)
+
+    def hide_new_instances(self, hiding: _Hiding | None) -> None:
+        with self._lock:
+            self._hiding = hiding
+
     def clear_faults(self) -> None:
         with self._lock:
             self._faults.clear()
+            self._delays.clear()
             self._allowed_keys = None
+            self._hiding = None
 
     def requests(self, action: str | None) -> list[RecordedRequest]:
         with self._lock:
@@ -209,6 +309,25 @@ class FaultInjector:
     def clear_requests(self) -> None:
         with self._lock:
             self._log.clear()
+
+
+def _without_instances(body: bytes, hidden: set[str]) -> bytes:
+    """A DescribeInstances answer with the ``hidden`` instances (and reservations left
+    empty by their removal) taken out."""
+    ET.register_namespace("", _EC2_NS)
+    root = ET.fromstring(body)
+    ns = {"ec2": _EC2_NS}
+    for reservations in root.findall("ec2:reservationSet", ns):
+        for reservation in list(reservations):
+            instances = reservation.find("ec2:instancesSet", ns)
+            if instances is None:
+                continue
+            for item in list(instances):
+                if item.findtext("ec2:instanceId", default="", namespaces=ns) in hidden:
+                    instances.remove(item)
+            if len(instances) == 0:
+                reservations.remove(reservation)
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 
 
 class _QuietRequestHandler(MotoRequestHandler):
@@ -260,13 +379,38 @@ class LocalCloud:
             )
         )
 
+    def delay(
+        self, action: str | None, seconds: float, *, times: int = 1, when: str = "before"
+    ) -> None:
+        """Hold the next ``times`` requests for ``action`` (``None``: any) ``seconds``.
+
+        ``when="before"``: moto sees the request only after the wait (a RunInstances held
+        so creates its instance late); ``"after"``: moto answers at once (a describe's
+        snapshot is taken then) and the answer is sent after the wait."""
+        if when not in ("before", "after"):
+            raise ValueError("when is 'before' or 'after'")
+        self._injector.delay(_Delay(action, seconds, when, times))
+
+    def wait_until_held(self, action: str, timeout: float = 10) -> bool:
+        """Block until a request for ``action`` is being held by ``delay``; False on
+        timeout. Lets a test run a step while the other one waits for the cloud."""
+        return self._injector.wait_until_held(action, timeout)
+
+    def hide_new_instances(
+        self, seconds: float, *, clock: Callable[[], datetime] | None = None
+    ) -> None:
+        """Eventual consistency: an instance launched from now on is missing from every
+        DescribeInstances answer until ``seconds`` have passed on ``clock`` (aware UTC
+        datetimes; the wall clock by default) since its RunInstances was answered."""
+        self._injector.hide_new_instances(_Hiding(seconds, clock or _utcnow))
+
     def require_access_keys(self, keys: Iterable[str] | None) -> None:
         """Answer 401 AuthFailure to requests signed with any access key id not in
         ``keys``; ``None`` accepts every key (the default)."""
         self._injector.require_access_keys(keys)
 
     def clear_faults(self) -> None:
-        """Drop every injected fault and accept every access key again."""
+        """Drop every injected fault, delay and hiding, and accept every access key."""
         self._injector.clear_faults()
 
     def requests(self, action: str | None = None) -> list[RecordedRequest]:

@@ -3,8 +3,7 @@
 from celery import shared_task
 
 from rental import services
-
-RETRY_COUNTDOWNS = (5, 15, 45, 120, 300)
+from rental.services.retry import RETRY_COUNTDOWNS
 
 
 @shared_task(bind=True, acks_late=True, max_retries=len(RETRY_COUNTDOWNS))
@@ -15,7 +14,8 @@ def provision_instance_task(self, instance_id: int) -> None:
         if self.request.retries >= self.max_retries:
             services.fail_instance(instance_id=instance_id, message=str(exc))
             return
-        raise self.retry(exc=exc, countdown=RETRY_COUNTDOWNS[self.request.retries]) from exc
+        countdown = exc.countdown or RETRY_COUNTDOWNS[self.request.retries]
+        raise self.retry(exc=exc, countdown=countdown) from exc
 
 
 @shared_task(bind=True, acks_late=True, max_retries=len(RETRY_COUNTDOWNS))

@@ -63,6 +63,9 @@ class ProviderAccount(models.Model):
     status_message = models.TextField(_("status message"), blank=True)
     checked_at = models.DateTimeField(_("checked at"), null=True, blank=True)
     is_active = models.BooleanField(_("active"), default=True)
+    synced_at = models.DateTimeField(_("last good sync"), null=True, blank=True)
+    sync_error = models.TextField(_("last sync error"), blank=True)
+    sync_failed_at = models.DateTimeField(_("last sync failed at"), null=True, blank=True)
 
     class Meta:
         ordering = ["name"]

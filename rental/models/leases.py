@@ -226,6 +226,13 @@ class Instance(models.Model):
     claimed_at = models.DateTimeField(_("launch claimed at"), null=True, blank=True)
     launch_attempts = models.PositiveSmallIntegerField(_("launch attempts"), default=0)
     last_error = models.CharField(_("last error"), max_length=500, blank=True)
+    next_attempt_at = models.DateTimeField(_("next launch attempt at"), null=True, blank=True)
+    missing_since = models.DateTimeField(
+        _("missing from the cloud since"),
+        null=True,
+        blank=True,
+        help_text=_("The first sync whose describe did not list it (L3 grace period)."),
+    )
     launched_at = models.DateTimeField(_("launched at"), null=True, blank=True)
     running_at = models.DateTimeField(_("running since"), null=True, blank=True)
     terminated_at = models.DateTimeField(_("terminated at"), null=True, blank=True)

@@ -7,19 +7,27 @@ task delivery finds nothing to do.
 """
 
 import logging
+import random
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from portal import audit
 from portal.notifications import notify
-from rental.models import Instance, Reservation, TerminationReason, UsageRecord
+from rental.models import (
+    Instance,
+    ProviderAccount,
+    Reservation,
+    TerminationReason,
+    UsageRecord,
+)
 from rental.providers.base import (
     TAG_IDEMPOTENCY_KEY,
     TAG_INSTALLATION,
@@ -31,8 +39,10 @@ from rental.providers.base import (
     LaunchSpec,
     Provider,
     ProviderError,
+    ProviderErrorKind,
 )
 from rental.providers.registry import get_provider
+from rental.services.retry import retry_countdown
 
 logger = logging.getLogger(__name__)
 State = Instance.State
@@ -48,7 +58,12 @@ FINAL_STATUS_BY_REASON = {
 
 
 class LaunchRetry(Exception):
-    """A cloud call failed in a way that may succeed later; the task retries with backoff."""
+    """A cloud call failed in a way that may succeed later; the task retries with backoff
+    after ``countdown`` seconds (None: the task's own schedule)."""
+
+    def __init__(self, message: str, *, countdown: int | None = None) -> None:
+        super().__init__(message)
+        self.countdown = countdown
 
 
 def provider_for(instance: Instance) -> Provider:
@@ -123,14 +138,30 @@ def provision_instance(*, instance_id: int, now: datetime | None = None) -> None
             launch_spec(instance), idempotency_key=instance.idempotency_key
         )
     except ProviderError as exc:
+        if exc.kind != ProviderErrorKind.TRANSIENT:
+            # The cloud refused, so nothing was created: a lease ended meanwhile need not
+            # wait for this launch (terminate_instance waits for a launch in flight).
+            _release_launch_of_ended(instance_id)
         if exc.retryable:
+            countdown = retry_countdown(instance.launch_attempts - 1, jitter=random.random())
             Instance.objects.filter(pk=instance_id, state=State.LAUNCHING).update(
-                state=State.REQUESTED, last_error=exc.message[:500]
+                state=State.REQUESTED,
+                last_error=exc.message[:500],
+                next_attempt_at=now + timedelta(seconds=countdown),
             )
-            raise LaunchRetry(exc.message) from exc
+            raise LaunchRetry(exc.message, countdown=countdown) from exc
         fail_instance(instance_id=instance_id, message=exc.message)
         return
     record_launch(instance_id=instance_id, cloud=cloud, now=now)
+
+
+def _release_launch_of_ended(instance_id: int) -> None:
+    if Instance.objects.filter(pk=instance_id, state=State.STOPPING, external_id="").update(
+        claimed_at=None
+    ):
+        from rental import tasks
+
+        tasks.terminate_instance_task.delay(instance_id)
 
 
 @transaction.atomic
@@ -148,7 +179,12 @@ def record_launch(*, instance_id: int, cloud: CloudInstance, now: datetime) -> N
         at=now,
         after={"external_id": cloud.external_id, "zone": cloud.zone},
     )
-    if instance.state == State.STOPPING:  # the lease ended while the launch was in flight
+    if instance.state in (State.TERMINATED, State.FAILED):
+        # The row was closed while its launch was in flight: what the cloud created for it
+        # must not outlive it. Back to stopping, so the terminate confirms the end.
+        Instance.objects.filter(pk=instance.pk).update(state=State.STOPPING)
+        _enqueue_terminate(instance.pk)
+    elif instance.state == State.STOPPING:  # the lease ended while the launch was in flight
         _enqueue_terminate(instance.pk)
     else:
         transaction.on_commit(_enqueue_sync_soon)
@@ -262,17 +298,23 @@ def terminate_instance(*, instance_id: int, now: datetime | None = None) -> None
         return
     provider = provider_for(instance)
     try:
-        ids = (
-            [instance.external_id]
-            if instance.external_id
-            else [
+        if instance.external_id:
+            ids = [instance.external_id]
+        else:
+            ids = [
                 cloud.external_id
                 for cloud in provider.describe(
                     region=instance.region,
                     tag_filter={TAG_IDEMPOTENCY_KEY: instance.idempotency_key},
                 )
+                if cloud.state != CloudState.TERMINATED
             ]
-        )
+            if not ids and launch_may_be_in_flight(instance, now=now):
+                # Nothing carries the key yet, but the launch's answer may still come:
+                # its record_launch (or the sync, once the claim is stale) ends this.
+                return
+            if ids:
+                Instance.objects.filter(pk=instance_id, external_id="").update(external_id=ids[0])
         provider.terminate(ids, region=instance.region)
     except ProviderError as exc:
         if exc.retryable:
@@ -281,6 +323,13 @@ def terminate_instance(*, instance_id: int, now: datetime | None = None) -> None
         Instance.objects.filter(pk=instance_id).update(last_error=exc.message[:500])
         return
     mark_terminated(instance_id=instance_id, at=now)
+
+
+def launch_may_be_in_flight(instance: Instance, *, now: datetime) -> bool:
+    """Whether a worker may still be waiting for this instance's RunInstances answer: it
+    was claimed for launch less than the stale-claim time ago."""
+    stale = now - timedelta(seconds=settings.PORTAL_LAUNCH_STALE_SECONDS)
+    return instance.claimed_at is not None and instance.claimed_at >= stale
 
 
 @transaction.atomic
@@ -375,72 +424,164 @@ def mark_running(instance: Instance, cloud: CloudInstance, *, now: datetime) -> 
         )
 
 
+@dataclass(frozen=True)
+class SyncRow:
+    """An instance row as the sync read it *before* asking the cloud: what the describe
+    answer is compared with (a cloud id recorded after this read is not in the snapshot)."""
+
+    pk: int
+    external_id: str
+
+
 def sync_instances(*, now: datetime | None = None) -> int:
     """Bring every live instance's state from the cloud (L3): one paginated describe per
-    account and region, never one call per instance. Returns the instances changed."""
+    account and region, never one call per instance. The rows are read before the
+    describe, so the snapshot is never older than the rows compared with it. An account
+    whose sync fails is recorded as such and does not stop the others. Returns the
+    instances changed."""
     now = now or timezone.now()
-    groups: dict[tuple[int, str], list[int]] = defaultdict(list)
-    live = Instance.objects.filter(state__in=Instance.LIVE).values_list(
-        "pk", "account_id", "region"
-    )
-    for pk, account_id, region in live:
-        groups[(account_id, region)].append(pk)
+    rows: dict[tuple[int, str], list[SyncRow]] = defaultdict(list)
+    for pk, account_id, region, external_id in Instance.objects.filter(
+        state__in=Instance.LIVE
+    ).values_list("pk", "account_id", "region", "external_id"):
+        rows[(account_id, region)].append(SyncRow(pk, external_id))
     changed = 0
-    for (account_id, region), ids in groups.items():
-        sample = Instance.objects.select_related("account").get(pk=ids[0])
+    accounts = {
+        account.pk: account
+        for account in ProviderAccount.objects.filter(pk__in={key[0] for key in rows})
+    }
+    for (account_id, region), group in rows.items():
+        account = accounts[account_id]
         try:
-            cloud = provider_for(sample).describe(region=region, tag_filter=installation_tags())
+            changed += sync_region(account=account, region=region, rows=group, now=now)
         except ProviderError as exc:
+            _record_sync_failure(account, f"{region}: {exc.kind}: {exc.message}", now=now)
             logger.warning("sync of account %s in %s failed: %s", account_id, region, exc.kind)
-            continue
-        changed += apply_sync(instance_ids=ids, cloud=cloud, now=now)
+        except Exception as exc:  # one broken account never blocks the others
+            _record_sync_failure(account, f"{region}: {type(exc).__name__}", now=now)
+            logger.exception("sync of account %s in %s failed", account_id, region)
+        else:
+            ProviderAccount.objects.filter(pk=account_id).update(synced_at=now, sync_error="")
     _requeue_lost_launches(now)
     return changed
 
 
+def _record_sync_failure(account: ProviderAccount, message: str, *, now: datetime) -> None:
+    ProviderAccount.objects.filter(pk=account.pk).update(
+        sync_error=message[:1000], sync_failed_at=now
+    )
+
+
+def sync_region(
+    *, account: ProviderAccount, region: str, rows: list[SyncRow], now: datetime
+) -> int:
+    """One account and region: one describe by the installation's tag, the changes applied
+    in one transaction, then one describe by id of the instances missing past the grace
+    period before any of them is marked gone."""
+    provider = get_provider(account.config())
+    cloud = provider.describe(region=region, tag_filter=installation_tags())
+    changed, missing = apply_sync(rows=rows, cloud=cloud, now=now)
+    if missing:
+        confirmed = provider.describe_ids([row.external_id for row in missing], region=region)
+        changed += apply_gone(rows=missing, cloud=confirmed, now=now)
+    return changed
+
+
 @transaction.atomic
-def apply_sync(*, instance_ids: list[int], cloud: list[CloudInstance], now: datetime) -> int:
+def apply_sync(
+    *, rows: list[SyncRow], cloud: list[CloudInstance], now: datetime
+) -> tuple[int, list[SyncRow]]:
+    """Apply one describe taken after ``rows`` were read. Returns the instances changed
+    and the rows missing from the cloud for longer than the grace period, which only a
+    describe by id may mark gone (``apply_gone``)."""
     by_id = {item.external_id: item for item in cloud}
     by_key = {item.idempotency_key: item for item in cloud if item.idempotency_key}
-    stale = now - timedelta(seconds=settings.PORTAL_LAUNCH_STALE_SECONDS)
+    read = {row.pk: row for row in rows}
+    grace = timedelta(seconds=settings.PORTAL_SYNC_GRACE_SECONDS)
     changed = 0
+    overdue: list[SyncRow] = []
+    newly_missing: list[int] = []
+    seen_again: list[int] = []
     instances = Instance.objects.select_for_update().filter(
-        pk__in=instance_ids, state__in=Instance.LIVE
+        pk__in=list(read), state__in=Instance.LIVE
     )
     for instance in instances.select_related("reservation"):
+        row = read[instance.pk]
         found = (
-            by_id.get(instance.external_id)
-            if instance.external_id
-            else by_key.get(instance.idempotency_key)
+            by_id.get(row.external_id) if row.external_id else by_key.get(instance.idempotency_key)
         )
         if found is None:
-            if instance.external_id:
-                # Gone from the cloud without a trace: ended outside the portal.
-                mark_terminated(instance_id=instance.pk, at=now)
-                changed += 1
-            elif (
-                instance.state == State.LAUNCHING
-                and instance.claimed_at
-                and (instance.claimed_at < stale)
-            ):
-                instance.state = State.REQUESTED
-                instance.save(update_fields=["state"])
-                _enqueue_provision(instance.pk)
-                changed += 1
+            if row.external_id and instance.external_id == row.external_id:
+                if instance.missing_since is None:
+                    newly_missing.append(instance.pk)
+                elif now - instance.missing_since >= grace:
+                    overdue.append(row)
+            elif not row.external_id and not instance.external_id:
+                changed += _handle_unseen_launch(instance, now=now)
             continue
-        if not instance.external_id:
-            _link(instance, found, now=now)  # a launch whose worker died before recording it
+        if instance.missing_since is not None:
+            seen_again.append(instance.pk)
+        changed += _apply_cloud_state(instance, found, now=now)
+    if newly_missing:
+        Instance.objects.filter(pk__in=newly_missing).update(missing_since=now)
+    if seen_again:
+        Instance.objects.filter(pk__in=seen_again).update(missing_since=None)
+    return changed, overdue
+
+
+def _handle_unseen_launch(instance: Instance, *, now: datetime) -> int:
+    """A row with no cloud id that the describe does not list by its key either."""
+    if instance.state == State.STOPPING:
+        _enqueue_terminate(instance.pk)  # it decides whether a launch is still in flight
+        return 0
+    if instance.state == State.LAUNCHING and not launch_may_be_in_flight(instance, now=now):
+        instance.state = State.REQUESTED  # its worker died before reaching the cloud
+        instance.save(update_fields=["state"])
+        _enqueue_provision(instance.pk)
+        return 1
+    return 0
+
+
+def _apply_cloud_state(instance: Instance, found: CloudInstance, *, now: datetime) -> int:
+    changed = 0
+    if not instance.external_id:
+        _link(instance, found, now=now)  # a launch whose worker died before recording it
+        changed += 1
+    if found.state in (CloudState.SHUTTING_DOWN, CloudState.TERMINATED):
+        at = found.state_changed_at or now
+        at = min(max(at, instance.running_at or at), now)
+        mark_terminated(instance_id=instance.pk, at=at)
+        return changed + 1
+    if found.state == CloudState.RUNNING and instance.state == State.LAUNCHING:
+        mark_running(instance, found, now=now)
+        return changed + 1
+    if instance.state == State.STOPPING:
+        _enqueue_terminate(instance.pk)  # the terminate task may have been lost
+    return changed
+
+
+@transaction.atomic
+def apply_gone(*, rows: list[SyncRow], cloud: list[CloudInstance], now: datetime) -> int:
+    """Apply a describe by id of instances missing past the grace period: one the cloud
+    does not know is gone (its usage closes when it was first missed: the cloud gives no
+    time for an instance it forgot); one it lists is handled as any describe answer."""
+    by_id = {item.external_id: item for item in cloud}
+    read = {row.pk: row for row in rows}
+    changed = 0
+    instances = Instance.objects.select_for_update().filter(
+        pk__in=list(read), state__in=Instance.LIVE
+    )
+    for instance in instances.select_related("reservation"):
+        if instance.external_id != read[instance.pk].external_id:
+            continue
+        found = by_id.get(instance.external_id)
+        if found is None:
+            at = instance.missing_since or now
+            mark_terminated(instance_id=instance.pk, at=max(at, instance.running_at or at))
             changed += 1
-        if found.state in (CloudState.SHUTTING_DOWN, CloudState.TERMINATED):
-            at = found.state_changed_at or now
-            at = min(max(at, instance.running_at or at), now)
-            mark_terminated(instance_id=instance.pk, at=at)
-            changed += 1
-        elif found.state == CloudState.RUNNING and instance.state == State.LAUNCHING:
-            mark_running(instance, found, now=now)
-            changed += 1
-        elif instance.state == State.STOPPING:
-            _enqueue_terminate(instance.pk)  # the terminate task may have been lost
+            continue
+        Instance.objects.filter(pk=instance.pk).update(missing_since=None)
+        changed += _apply_cloud_state(instance, found, now=now)
     return changed
 
 
@@ -451,15 +592,19 @@ def _enqueue_provision(instance_id: int) -> None:
 
 
 def _requeue_lost_launches(now: datetime) -> None:
-    """A launch task lost by the broker: requested instances of admitted leases that
-    nobody claimed in time are sent again (a duplicate would find nothing to claim)."""
+    """A launch task lost by the broker (or held by a dead worker): requested instances of
+    admitted leases that nobody claimed within the stale-claim time of their admission or
+    of their scheduled retry are sent again (a duplicate would find nothing to claim)."""
     from rental import tasks
 
     stale = now - timedelta(seconds=settings.PORTAL_LAUNCH_STALE_SECONDS)
-    lost = Instance.objects.filter(
-        state=State.REQUESTED,
-        reservation__status=Status.PROVISIONING,
-        reservation__start__lt=stale,
-    ).values_list("pk", flat=True)
+    lost = (
+        Instance.objects.filter(state=State.REQUESTED, reservation__status=Status.PROVISIONING)
+        .filter(
+            Q(next_attempt_at__isnull=True, reservation__start__lt=stale)
+            | Q(next_attempt_at__lt=stale)
+        )
+        .values_list("pk", flat=True)
+    )
     for pk in lost:
         tasks.provision_instance_task.delay(pk)
