@@ -110,9 +110,10 @@ class _Hiding:
     seconds: float
     clock: Callable[[], datetime]
     launched: dict[str, datetime] = field(default_factory=dict)
+    # Instances the cloud has forgotten: id → describe answers left to miss it (-1: all).
+    forgotten: dict[str, int] = field(default_factory=dict)
 
 
-_EC2_NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 _INSTANCE_ID = re.compile(rb"<instanceId>(i-[0-9a-f]+)</instanceId>")
 
 
@@ -264,6 +265,10 @@ class FaultInjector:
                 for instance_id, at in hiding.launched.items()
                 if (now - at).total_seconds() < hiding.seconds
             }
+            for instance_id, left in list(hiding.forgotten.items()):
+                if left != 0:
+                    hidden.add(instance_id)
+                    hiding.forgotten[instance_id] = left - 1 if left > 0 else left
         if not hidden:
             return body
         return _without_instances(body, hidden)
@@ -295,6 +300,13 @@ class FaultInjector:
         with self._lock:
             self._hiding = hiding
 
+    def forget(self, external_ids: Iterable[str], times: int) -> None:
+        with self._lock:
+            if self._hiding is None:
+                self._hiding = _Hiding(0, _utcnow)
+            for external_id in external_ids:
+                self._hiding.forgotten[external_id] = times
+
     def clear_faults(self) -> None:
         with self._lock:
             self._faults.clear()
@@ -314,9 +326,10 @@ class FaultInjector:
 def _without_instances(body: bytes, hidden: set[str]) -> bytes:
     """A DescribeInstances answer with the ``hidden`` instances (and reservations left
     empty by their removal) taken out."""
-    ET.register_namespace("", _EC2_NS)
     root = ET.fromstring(body)
-    ns = {"ec2": _EC2_NS}
+    namespace = root.tag[1:].split("}", 1)[0] if root.tag.startswith("{") else ""
+    ET.register_namespace("", namespace)
+    ns = {"ec2": namespace}
     for reservations in root.findall("ec2:reservationSet", ns):
         for reservation in list(reservations):
             instances = reservation.find("ec2:instancesSet", ns)
@@ -403,6 +416,12 @@ class LocalCloud:
         DescribeInstances answer until ``seconds`` have passed on ``clock`` (aware UTC
         datetimes; the wall clock by default) since its RunInstances was answered."""
         self._injector.hide_new_instances(_Hiding(seconds, clock or _utcnow))
+
+    def forget(self, external_ids: Iterable[str], *, times: int | None = None) -> None:
+        """Leave these instances out of the next ``times`` DescribeInstances answers
+        (``None``: all of them), whatever their state: as EC2 does some time after a
+        termination, or for a while after a launch."""
+        self._injector.forget(external_ids, -1 if times is None else times)
 
     def require_access_keys(self, keys: Iterable[str] | None) -> None:
         """Answer 401 AuthFailure to requests signed with any access key id not in
