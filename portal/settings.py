@@ -276,6 +276,10 @@ PORTAL_LAUNCH_STALE_SECONDS = env_int("PORTAL_LAUNCH_STALE_SECONDS", 90)
 # L3: an instance missing from a describe is marked gone only when it has been missing this
 # long and a describe by its id confirms it (EC2 lists a new instance late).
 PORTAL_SYNC_GRACE_SECONDS = env_int("PORTAL_SYNC_GRACE_SECONDS", 60)
+# L2: a launch gives up after this many calls, or when its lease has been provisioning
+# this long (what it created is then terminated).
+PORTAL_LAUNCH_MAX_ATTEMPTS = env_int("PORTAL_LAUNCH_MAX_ATTEMPTS", 8)
+PORTAL_PROVISIONING_TIMEOUT_SECONDS = env_int("PORTAL_PROVISIONING_TIMEOUT_SECONDS", 600)
 PORTAL_CURRENCY = env_str("PORTAL_CURRENCY", "USD")
 
 REST_FRAMEWORK = {

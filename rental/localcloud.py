@@ -95,6 +95,7 @@ class _Fault:
     message: str
     status: int
     remaining: int
+    match: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -139,14 +140,15 @@ def _access_key_id(environ: Environ) -> str:
     return ""
 
 
-def _action(environ: Environ) -> str:
-    """The EC2 Query ``Action`` of the request; the body is buffered and put back."""
-    query = parse_qs(environ.get("QUERY_STRING", ""))
+def _params(environ: Environ) -> dict[str, str]:
+    """The EC2 Query parameters of the request (``Action``, ``InstanceType``,
+    ``Placement.AvailabilityZone``, …); a form body is buffered and put back."""
+    query = {key: values[0] for key, values in parse_qs(environ.get("QUERY_STRING", "")).items()}
     if "Action" in query:
-        return query["Action"][0]
+        return query
     content_type = environ.get("CONTENT_TYPE", "")
     if environ.get("REQUEST_METHOD") != "POST" or "x-www-form-urlencoded" not in content_type:
-        return ""
+        return query
     try:
         length = int(environ.get("CONTENT_LENGTH") or 0)
     except ValueError:
@@ -161,7 +163,21 @@ def _action(environ: Environ) -> str:
     environ["wsgi.input"] = io.BytesIO(body)
     environ["CONTENT_LENGTH"] = str(len(body))
     form = parse_qs(body.decode("utf-8", errors="replace"))
-    return form.get("Action", [""])[0]
+    return {key: values[0] for key, values in form.items()}
+
+
+_SCOPE_REGION = re.compile(r"Credential=[^/,\s]+/\d{8}/([a-z0-9-]+)/")
+
+
+def _region(environ: Environ) -> str:
+    """The region a SigV4-signed request is for (a fault may be limited to one)."""
+    match = _SCOPE_REGION.search(environ.get("HTTP_AUTHORIZATION", ""))
+    return match.group(1) if match else ""
+
+
+def _action(environ: Environ) -> str:
+    """The EC2 Query ``Action`` of the request."""
+    return _params(environ).get("Action", "")
 
 
 class FaultInjector:
@@ -184,8 +200,10 @@ class FaultInjector:
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         if environ.get("PATH_INFO", "").startswith(MOTO_API_PREFIX):
             return self._app(environ, start_response)
-        action = _action(environ)
+        params = _params(environ)
+        action = params.get("Action", "")
         key_id = _access_key_id(environ)
+        params["X-Region"] = _region(environ)
         delay = self._take_delay(action)
         if delay is not None and delay.when == "before":
             self._hold(action, delay.seconds)  # an injected error is answered late too
@@ -193,7 +211,7 @@ class FaultInjector:
             if self._allowed_keys is not None and key_id not in self._allowed_keys:
                 fault: _Fault | None = _Fault(action, "AuthFailure", _AUTH_FAILURE_MESSAGE, 401, 1)
             else:
-                fault = self._take_fault(action)
+                fault = self._take_fault(action, params)
         if fault is not None:
             self._record(action, key_id, fault.status, faulted=True)
             body = ec2_error_body(fault.code, fault.message)
@@ -273,9 +291,13 @@ class FaultInjector:
             return body
         return _without_instances(body, hidden)
 
-    def _take_fault(self, action: str) -> _Fault | None:
+    def _take_fault(self, action: str, params: dict[str, str]) -> _Fault | None:
         for fault in self._faults:
-            if fault.remaining > 0 and fault.action in (None, action):
+            if (
+                fault.remaining > 0
+                and fault.action in (None, action)
+                and all(params.get(key, "") == value for key, value in fault.match)
+            ):
                 fault.remaining -= 1
                 return fault
         return None
@@ -377,10 +399,14 @@ class LocalCloud:
         *,
         times: int = 1,
         status: int | None = None,
+        where: dict[str, str] | None = None,
     ) -> None:
         """Answer the next ``times`` requests for EC2 ``action`` (``None``: any action)
         with error ``code``. ``status`` defaults to the HTTP status EC2 uses for that code
         (500 for capacity errors, 503 for throttling, 401 for AuthFailure, else 400).
+        ``where`` limits the fault to requests carrying these Query parameters, e.g.
+        ``{"InstanceType": "p4de.24xlarge", "Placement.AvailabilityZone": "us-east-1a"}``
+        for no capacity of one type in one zone (``"X-Region"`` names the signed region).
         Faults are used in the order they were injected."""
         self._injector.inject(
             _Fault(
@@ -389,6 +415,7 @@ class LocalCloud:
                 message=message or f"Injected {code} by the local cloud.",
                 status=status if status is not None else _STATUS_BY_CODE.get(code, 400),
                 remaining=times,
+                match=tuple(sorted((where or {}).items())),
             )
         )
 

@@ -6,7 +6,9 @@ from rental import services
 from rental.services.retry import RETRY_COUNTDOWNS
 
 
-@shared_task(bind=True, acks_late=True, max_retries=len(RETRY_COUNTDOWNS))
+# The launch's own attempt rows decide when to give up (PORTAL_LAUNCH_MAX_ATTEMPTS and
+# the provisioning timeout); Celery's limit is only a backstop.
+@shared_task(bind=True, acks_late=True, max_retries=100)
 def provision_instance_task(self, instance_id: int) -> None:
     try:
         services.provision_instance(instance_id=instance_id)

@@ -143,6 +143,15 @@ class Offering(models.Model):
     )
     price_updated_at = models.DateField(_("price taken on"), default=timezone.now)
     is_available = models.BooleanField(_("available"), default=True)
+    zones = models.JSONField(
+        _("availability zones"),
+        default=list,
+        blank=True,
+        help_text=_(
+            'Tried in this order when one has no capacity, e.g. ["us-east-1a"]. '
+            "Empty: the cloud chooses."
+        ),
+    )
 
     class Meta:
         ordering = ["gpu_model__name", "gpus_per_instance", "on_demand_price_per_hour"]

@@ -132,6 +132,14 @@ class Reservation(models.Model):
     status_code = models.CharField(_("reason code"), max_length=40, blank=True)
     status_message = models.CharField(_("reason"), max_length=300, blank=True)
     requeue_on_preemption = models.BooleanField(_("re-queue if preempted"), default=False)
+    allow_other_instance_types = models.BooleanField(
+        _("any instance type with these GPUs"),
+        default=True,
+        help_text=_(
+            "When the chosen type has no capacity, launch another type with the same "
+            "GPUs per instance."
+        ),
+    )
     submitted_at = models.DateTimeField(_("submitted at"), default=timezone.now)
     approved_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,

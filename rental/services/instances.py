@@ -42,7 +42,8 @@ from rental.providers.base import (
     ProviderErrorKind,
 )
 from rental.providers.registry import get_provider
-from rental.services.retry import retry_countdown
+from rental.services import launching
+from rental.services.failover import Attempt, GiveUp, Place, TryAt, next_try
 
 logger = logging.getLogger(__name__)
 State = Instance.State
@@ -76,6 +77,7 @@ def installation_tags() -> dict[str, str]:
 
 def launch_spec(instance: Instance) -> LaunchSpec:
     lease = instance.reservation
+    image = launching.image_for(lease, instance.offering)
     tags = {
         **installation_tags(),
         TAG_PROJECT: lease.project.slug,
@@ -92,7 +94,7 @@ def launch_spec(instance: Instance) -> LaunchSpec:
     return LaunchSpec(
         region=instance.region,
         instance_type=instance.offering.instance_type,
-        image_id=lease.image.image_id if lease.image else "",
+        image_id=image.image_id if image else "",
         market=instance.market,
         tags=tuple(sorted(tags.items())),
         zone=instance.zone,
@@ -118,10 +120,12 @@ def _claim_launch(instance_id: int, now: datetime) -> bool:
 
 
 def provision_instance(*, instance_id: int, now: datetime | None = None) -> None:
-    """Launch one instance, exactly once however often this is delivered (L1).
+    """Launch one instance, exactly once however often this is delivered (L1), trying the
+    places of rental.services.failover in turn (L2).
 
-    Raises LaunchRetry for capacity, quota, throttling and transient errors; other
-    errors fail the lease at once with the provider's message.
+    Every call is an attempt row. Raises LaunchRetry (with the countdown the decision
+    chose) while a try is left; bad requests and bad credentials, spent attempts and the
+    provisioning timeout fail the lease with a message a person can act on.
     """
     now = now or timezone.now()
     if not _claim_launch(instance_id, now):
@@ -130,29 +134,67 @@ def provision_instance(*, instance_id: int, now: datetime | None = None) -> None
         "reservation__project",
         "reservation__requester",
         "reservation__image",
+        "reservation__gpu_model",
+        "reservation__offering",
         "offering",
         "account",
     ).get(pk=instance_id)
+    places = launching.launch_places(instance)
+    attempts = launching.attempts_of(instance_id)
+    decision = _next_try(instance, places, attempts, now=now)
+    if isinstance(decision, GiveUp):
+        message = launching.failure_message(
+            instance, attempts, decision, last_message=instance.last_error, now=now
+        )
+        fail_instance(instance_id=instance_id, message=message, now=now)
+        return
+    launching.aim(instance, decision.place)
     try:
         cloud = provider_for(instance).launch(
             launch_spec(instance), idempotency_key=instance.idempotency_key
         )
     except ProviderError as exc:
+        launching.record_attempt(
+            instance, decision.place, kind=exc.kind.value, message=exc.message, at=now
+        )
         if exc.kind != ProviderErrorKind.TRANSIENT:
             # The cloud refused, so nothing was created: a lease ended meanwhile need not
             # wait for this launch (terminate_instance waits for a launch in flight).
             _release_launch_of_ended(instance_id)
-        if exc.retryable:
-            countdown = retry_countdown(instance.launch_attempts - 1, jitter=random.random())
-            Instance.objects.filter(pk=instance_id, state=State.LAUNCHING).update(
-                state=State.REQUESTED,
-                last_error=exc.message[:500],
-                next_attempt_at=now + timedelta(seconds=countdown),
+        attempts.append(Attempt(decision.place, exc.kind.value, now))
+        after = _next_try(instance, places, attempts, now=now)
+        if isinstance(after, GiveUp):
+            message = launching.failure_message(
+                instance, attempts, after, last_message=exc.message, now=now
             )
-            raise LaunchRetry(exc.message, countdown=countdown) from exc
-        fail_instance(instance_id=instance_id, message=exc.message)
-        return
+            fail_instance(instance_id=instance_id, message=message, now=now)
+            return
+        countdown = max(after.wait, 1)
+        Instance.objects.filter(pk=instance_id, state=State.LAUNCHING).update(
+            state=State.REQUESTED,
+            last_error=exc.message[:500],
+            next_attempt_at=now + timedelta(seconds=countdown),
+        )
+        raise LaunchRetry(exc.message, countdown=countdown) from exc
+    launching.record_attempt(instance, decision.place, kind="", message="", at=now)
     record_launch(instance_id=instance_id, cloud=cloud, now=now)
+
+
+def _next_try(
+    instance: Instance, places: list[Place], attempts: list[Attempt], *, now: datetime
+) -> TryAt | GiveUp:
+    if attempts and not attempts[-1].kind:
+        # The cloud accepted a launch whose answer was not recorded: the same place again,
+        # where the idempotency key finds that instance.
+        return TryAt(attempts[-1].place, 0)
+    return next_try(
+        places=places,
+        attempts=attempts,
+        policy=launching.launch_policy(),
+        started_at=instance.reservation.start,
+        now=now,
+        jitter=random.random(),
+    )
 
 
 def _release_launch_of_ended(instance_id: int) -> None:
@@ -208,10 +250,17 @@ def fail_instance(*, instance_id: int, message: str, now: datetime | None = None
     instance = Instance.objects.select_for_update().get(pk=instance_id)
     if instance.state not in (State.REQUESTED, State.LAUNCHING):
         return
-    instance.state = State.FAILED
     instance.termination_reason = TerminationReason.FAILED
     instance.last_error = message[:500]
-    instance.terminated_at = now
+    if instance.external_id or instance.attempts.filter(kind__in=("", "transient")).exists():
+        # An earlier call may have created it (accepted, or no answer): terminate whatever
+        # carries its key. No launch of it is in flight any more.
+        instance.state = State.STOPPING
+        instance.claimed_at = None
+        _enqueue_terminate(instance.pk)
+    else:
+        instance.state = State.FAILED
+        instance.terminated_at = now
     instance.save()
     lease = Reservation.objects.select_for_update().get(pk=instance.reservation_id)
     audit.record(

@@ -117,7 +117,7 @@ def test_it_relaunches_a_stale_claim_without_a_second_instance(f0c, t0, cloud):
     assert _claim_launch(instance.pk, t0)
     instance.refresh_from_db()
     provider_for(instance).launch(launch_spec(instance), idempotency_key=instance.idempotency_key)
-    later = t0 + timedelta(hours=1)  # past PORTAL_LAUNCH_STALE_SECONDS
+    later = t0 + timedelta(minutes=5)  # past PORTAL_LAUNCH_STALE_SECONDS
     services.provision_instance(instance_id=instance.pk, now=later)
     instance.refresh_from_db()
     assert len(cloud_instances(f0c)) == 1
