@@ -244,8 +244,15 @@ def _link(instance: Instance, cloud: CloudInstance, *, now: datetime) -> None:
 
 
 @transaction.atomic
-def fail_instance(*, instance_id: int, message: str, now: datetime | None = None) -> None:
-    """A launch that cannot succeed: the instance and its lease fail with a reason."""
+def fail_instance(
+    *,
+    instance_id: int,
+    message: str,
+    now: datetime | None = None,
+    code: str = "launch_failed",
+) -> None:
+    """A launch that cannot succeed: the instance and its lease fail with a reason; what
+    the cloud may have created for it is terminated."""
     now = now or timezone.now()
     instance = Instance.objects.select_for_update().get(pk=instance_id)
     if instance.state not in (State.REQUESTED, State.LAUNCHING):
@@ -275,7 +282,7 @@ def fail_instance(*, instance_id: int, message: str, now: datetime | None = None
     if lease.status in (Status.PROVISIONING, Status.ACTIVE):
         lease.status = Status.ENDING
         lease.end_reason = TerminationReason.FAILED
-        lease.status_code = "launch_failed"
+        lease.status_code = code
         lease.status_message = message[:300]
         lease.ended_at = now
         lease.save()
@@ -512,7 +519,26 @@ def sync_instances(*, now: datetime | None = None) -> int:
         else:
             ProviderAccount.objects.filter(pk=account_id).update(synced_at=now, sync_error="")
     _requeue_lost_launches(now)
+    changed += _time_out_launches(now)
     return changed
+
+
+def _time_out_launches(now: datetime) -> int:
+    """L2: a launch whose lease has been provisioning longer than the provisioning timeout
+    fails, and what it created is terminated."""
+    timeout = settings.PORTAL_PROVISIONING_TIMEOUT_SECONDS
+    overdue = Instance.objects.filter(
+        state=State.LAUNCHING,
+        reservation__status=Status.PROVISIONING,
+        reservation__start__lt=now - timedelta(seconds=timeout),
+    ).values_list("pk", flat=True)
+    message = _(
+        "Not running %(minutes)s minutes after the launch began (the provisioning timeout); "
+        "what was started is terminated. Try again, or another GPU model or region."
+    ) % {"minutes": round(timeout / 60)}
+    for pk in list(overdue):
+        fail_instance(instance_id=pk, message=message, now=now, code="provisioning_timeout")
+    return len(overdue)
 
 
 def _record_sync_failure(account: ProviderAccount, message: str, *, now: datetime) -> None:

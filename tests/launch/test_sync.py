@@ -167,3 +167,34 @@ def test_it_makes_one_describe_and_no_writes_for_a_quiet_region(f0c, cloud, t0):
     writes = [q["sql"] for q in queries if q["sql"].startswith(("UPDATE", "INSERT"))]
     assert len(writes) == 1 and '"rental_provideraccount"' in writes[0]  # its last good sync
     assert len(queries) <= 8
+
+
+def test_it_terminates_a_launch_that_never_runs_within_the_provisioning_timeout(
+    f0c, cloud, t0, settings
+):
+    settings.PORTAL_PROVISIONING_TIMEOUT_SECONDS = 120
+    settings.PORTAL_SYNC_GRACE_SECONDS = 600
+    clock = [t0]
+    cloud.hide_new_instances(3600, clock=lambda: clock[0])  # never seen running
+    lease = launch(f0c, t0)
+    instance = lease.instances.get()
+    for seconds in (30, 90):
+        clock[0] = t0 + timedelta(seconds=seconds)
+        services.sync_instances(now=clock[0])
+    assert Reservation.objects.get(pk=lease.pk).status == Status.PROVISIONING
+
+    clock[0] = t0 + timedelta(seconds=150)
+    services.sync_instances(now=clock[0])
+    instance.refresh_from_db()
+    assert instance.state == State.STOPPING
+    services.terminate_instance(instance_id=instance.pk, now=clock[0])
+
+    lease.refresh_from_db()
+    assert (lease.status, lease.status_code) == (Status.FAILED, "provisioning_timeout")
+    assert "Not running 2 minutes after the launch began" in lease.status_message
+    cloud.clear_faults()
+    assert [
+        c.state.value
+        for c in provider_for(instance).describe_ids([instance.external_id], region="us-east-1")
+    ] == ["terminated"]
+    assert not UsageRecord.objects.exists()
