@@ -280,6 +280,17 @@ PORTAL_SYNC_GRACE_SECONDS = env_int("PORTAL_SYNC_GRACE_SECONDS", 60)
 # this long (what it created is then terminated).
 PORTAL_LAUNCH_MAX_ATTEMPTS = env_int("PORTAL_LAUNCH_MAX_ATTEMPTS", 8)
 PORTAL_PROVISIONING_TIMEOUT_SECONDS = env_int("PORTAL_PROVISIONING_TIMEOUT_SECONDS", 600)
+# L4: what the sync does with an instance carrying this installation's tag that no live
+# row stands for, once a second sync still sees it: "report" to admins (the default:
+# nothing is destroyed on a guess), "terminate" it, or "adopt" it into a lease of the
+# project named in its tags (reported instead when that project or offering is unknown).
+PORTAL_ORPHAN_POLICY = env_str("PORTAL_ORPHAN_POLICY", "report")
+if PORTAL_ORPHAN_POLICY not in {"report", "terminate", "adopt"}:
+    raise ImproperlyConfigured("PORTAL_ORPHAN_POLICY must be report, terminate or adopt.")
+PORTAL_ADOPTED_LEASE_HOURS = env_int("PORTAL_ADOPTED_LEASE_HOURS", 8)
+# A termination the cloud keeps refusing is retried by every sync; after this many
+# failures admins are told the instance may still be billing.
+PORTAL_TERMINATE_MAX_ATTEMPTS = env_int("PORTAL_TERMINATE_MAX_ATTEMPTS", 6)
 PORTAL_CURRENCY = env_str("PORTAL_CURRENCY", "USD")
 
 REST_FRAMEWORK = {

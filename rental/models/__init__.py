@@ -2,7 +2,7 @@
 
 from rental.models.capacity import AvailabilityWatch, Pool, Quota, QuotaRequest
 from rental.models.catalog import GpuModel, Image, Offering, ProviderAccount
-from rental.models.launch import LaunchAttempt
+from rental.models.launch import LaunchAttempt, Orphan
 from rental.models.leases import (
     DataVolume,
     Instance,
@@ -25,6 +25,7 @@ __all__ = [
     "LaunchAttempt",
     "Market",
     "Offering",
+    "Orphan",
     "Pool",
     "Priority",
     "ProviderAccount",

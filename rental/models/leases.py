@@ -255,6 +255,7 @@ class Instance(models.Model):
     termination_reason = models.CharField(
         _("termination reason"), max_length=20, choices=TerminationReason.choices, blank=True
     )
+    terminate_failures = models.PositiveSmallIntegerField(_("failed terminations"), default=0)
     agent_token_hash = models.CharField(max_length=64, blank=True, editable=False)
     last_heartbeat_at = models.DateTimeField(_("last heartbeat"), null=True, blank=True)
 

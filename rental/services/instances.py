@@ -23,6 +23,7 @@ from portal import audit
 from portal.notifications import notify
 from rental.models import (
     Instance,
+    Offering,
     ProviderAccount,
     Reservation,
     TerminationReason,
@@ -42,7 +43,7 @@ from rental.providers.base import (
     ProviderErrorKind,
 )
 from rental.providers.registry import get_provider
-from rental.services import launching
+from rental.services import launching, orphans
 from rental.services.failover import Attempt, GiveUp, Place, TryAt, next_try
 
 logger = logging.getLogger(__name__)
@@ -373,12 +374,29 @@ def terminate_instance(*, instance_id: int, now: datetime | None = None) -> None
                 Instance.objects.filter(pk=instance_id, external_id="").update(external_id=ids[0])
         provider.terminate(ids, region=instance.region)
     except ProviderError as exc:
+        logger.warning("terminating instance %s failed: %s", instance_id, exc.kind)
+        _count_terminate_failure(instance, exc)
         if exc.retryable:
             raise LaunchRetry(exc.message) from exc
-        logger.warning("terminating instance %s failed: %s", instance_id, exc.kind)
-        Instance.objects.filter(pk=instance_id).update(last_error=exc.message[:500])
-        return
+        return  # the next sync sends it again
     mark_terminated(instance_id=instance_id, at=now)
+
+
+def _count_terminate_failure(instance: Instance, exc: ProviderError) -> None:
+    """A failed terminate: counted; at PORTAL_TERMINATE_MAX_ATTEMPTS admins are told, once,
+    that the instance may still be billing. The sync keeps sending it."""
+    Instance.objects.filter(pk=instance.pk).update(
+        last_error=exc.message[:500], terminate_failures=F("terminate_failures") + 1
+    )
+    failures = Instance.objects.values_list("terminate_failures", flat=True).get(pk=instance.pk)
+    if failures == settings.PORTAL_TERMINATE_MAX_ATTEMPTS:
+        orphans.tell_admins_still_billing(
+            external_id=instance.external_id or instance.idempotency_key,
+            account=instance.account,
+            region=instance.region,
+            failures=failures,
+            error=exc.message,
+        )
 
 
 def launch_may_be_in_flight(instance: Instance, *, now: datetime) -> bool:
@@ -504,10 +522,22 @@ def sync_instances(*, now: datetime | None = None) -> int:
     changed = 0
     accounts = {
         account.pk: account
-        for account in ProviderAccount.objects.filter(pk__in={key[0] for key in rows})
+        for account in ProviderAccount.objects.filter(
+            Q(pk__in={key[0] for key in rows}) | Q(is_active=True)
+        ).exclude(credentials_encrypted="")
     }
-    for (account_id, region), group in rows.items():
-        account = accounts[account_id]
+    # Regions without a live row are described too: an orphan may run there (L4).
+    offered = set(
+        Offering.objects.filter(account__in=list(accounts)).values_list("account_id", "region")
+    )
+    for account in accounts.values():
+        if account.is_active:
+            for region in {*account.regions, *(r for a, r in offered if a == account.pk)}:
+                rows.setdefault((account.pk, region), [])
+    for (account_id, region), group in sorted(rows.items()):
+        account = accounts.get(account_id)
+        if account is None:
+            continue  # no credentials: nothing can be asked
         try:
             changed += sync_region(account=account, region=region, rows=group, now=now)
         except ProviderError as exc:
@@ -559,6 +589,10 @@ def sync_region(
     if missing:
         confirmed = provider.describe_ids([row.external_id for row in missing], region=region)
         changed += apply_gone(rows=missing, cloud=confirmed, now=now)
+    found = orphans.find_orphans(account=account, region=region, cloud=cloud, now=now)
+    orphans.handle_orphans(
+        provider=provider, account=account, region=region, orphans=found, cloud=cloud, now=now
+    )
     return changed
 
 
