@@ -291,6 +291,14 @@ PORTAL_ADOPTED_LEASE_HOURS = env_int("PORTAL_ADOPTED_LEASE_HOURS", 8)
 # A termination the cloud keeps refusing is retried by every sync; after this many
 # failures admins are told the instance may still be billing.
 PORTAL_TERMINATE_MAX_ATTEMPTS = env_int("PORTAL_TERMINATE_MAX_ATTEMPTS", 6)
+# L5: engineers are warned this long before their lease ends.
+PORTAL_END_WARNING_MINUTES = env_int("PORTAL_END_WARNING_MINUTES", 15)
+# How people are told things (portal.notifications); webhook channels come later.
+PORTAL_NOTIFICATION_CHANNELS = env_list("PORTAL_NOTIFICATION_CHANNELS", "portal,email")
+if not set(PORTAL_NOTIFICATION_CHANNELS) <= {"portal", "email"}:
+    raise ImproperlyConfigured("PORTAL_NOTIFICATION_CHANNELS lists portal and/or email.")
+# The portal's own address, for links in mail.
+PORTAL_BASE_URL = env_str("PORTAL_BASE_URL", "http://localhost:8000")
 PORTAL_CURRENCY = env_str("PORTAL_CURRENCY", "USD")
 
 REST_FRAMEWORK = {

@@ -152,6 +152,12 @@ class Reservation(models.Model):
     approved_at = models.DateTimeField(_("approved at"), null=True, blank=True)
     decision_comment = models.TextField(_("decision comment"), blank=True)
     ended_at = models.DateTimeField(_("ended at"), null=True, blank=True)
+    end_warned_for = models.DateTimeField(
+        _("end last warned of"),
+        null=True,
+        blank=True,
+        help_text=_("The end the requester was warned of (L5); an extended lease is warned again."),
+    )
     end_reason = models.CharField(
         _("end reason"), max_length=20, choices=TerminationReason.choices, blank=True
     )
