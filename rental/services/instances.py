@@ -20,6 +20,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from portal import audit
+from portal.models import AuditEvent
 from portal.notifications import notify
 from rental.models import (
     Instance,
@@ -452,6 +453,101 @@ def mark_terminated(*, instance_id: int, at: datetime, reason: str = "") -> None
     transaction.on_commit(admit)
 
 
+def mark_terminated_many(ended: dict[int, datetime]) -> None:
+    """``mark_terminated`` for many rows in a few bulk queries (the sync's case: a describe
+    taken after the rows were read says they are gone). Within the caller's transaction;
+    ``ended`` maps row ids to the cloud's termination time."""
+    if not ended:
+        return
+    instances = list(
+        Instance.objects.select_for_update()
+        .filter(pk__in=list(ended))
+        .exclude(state__in=(State.TERMINATED, State.FAILED))
+        .select_related("reservation")
+    )
+    if not instances:
+        return
+    why: dict[int, tuple[str, datetime]] = {}
+    for instance in instances:
+        reason = instance.termination_reason or TerminationReason.PROVIDER
+        why[instance.pk] = (reason, ended[instance.pk])
+        instance.state = State.TERMINATED
+        instance.termination_reason = reason
+        instance.terminated_at = ended[instance.pk]
+    records = list(
+        UsageRecord.objects.select_for_update().filter(instance_id__in=list(why), end__isnull=True)
+    )
+    for record in records:
+        reason, at = why[record.instance_id]
+        record.end, record.end_reason = max(at, record.start), reason
+    UsageRecord.objects.bulk_update(records, ["end", "end_reason"], batch_size=1000)
+    Instance.objects.bulk_update(
+        instances, ["state", "termination_reason", "terminated_at"], batch_size=1000
+    )
+    AuditEvent.objects.bulk_create(
+        (
+            AuditEvent(
+                at=ended[instance.pk],
+                verb="instance.terminated",
+                object_type=Instance._meta.label_lower,
+                object_id=str(instance.pk),
+                project_id=instance.reservation.project_id,
+                before={},
+                after={"reason": why[instance.pk][0]},
+                source="worker",
+            )
+            for instance in instances
+        ),
+        batch_size=1000,
+    )
+    lease_ids = {instance.reservation_id for instance in instances}
+    first_end: dict[int, tuple[datetime, str]] = {}
+    for instance in instances:
+        reason, at = why[instance.pk]
+        if instance.reservation_id not in first_end or at < first_end[instance.reservation_id][0]:
+            first_end[instance.reservation_id] = (at, reason)
+    changed_leases = []
+    for lease in Reservation.objects.select_for_update().filter(pk__in=lease_ids):
+        if lease.status not in (Status.PROVISIONING, Status.ACTIVE):
+            continue
+        # Ended outside the portal (L3): the lease ends with it.
+        at, reason = first_end[lease.pk]
+        lease.status, lease.end_reason, lease.ended_at = Status.ENDING, reason, at
+        lease.status_message = _("The provider ended the instance.")
+        changed_leases.append(lease)
+        for other in lease.instances.select_for_update().exclude(pk__in=list(why)):
+            stop_billing_and_terminate(other, reason=reason, at=at)
+        notify(
+            [lease.requester],
+            subject=_("Ended by the provider: %(lease)s") % {"lease": lease},
+            link=lease.get_absolute_url(),
+        )
+    Reservation.objects.bulk_update(
+        changed_leases, ["status", "end_reason", "ended_at", "status_message"]
+    )
+    unfinished = set(
+        Instance.objects.filter(reservation_id__in=lease_ids)
+        .exclude(state__in=(State.TERMINATED, State.FAILED))
+        .values_list("reservation_id", flat=True)
+    )
+    finished = []
+    for lease in Reservation.objects.filter(pk__in=lease_ids - unfinished, status=Status.ENDING):
+        lease.status = FINAL_STATUS_BY_REASON.get(lease.end_reason, Status.ENDED)
+        finished.append(lease)
+    Reservation.objects.bulk_update(finished, ["status"])
+    gpu_models = set(
+        Reservation.objects.filter(pk__in=lease_ids).values_list("gpu_model_id", flat=True)
+    )
+
+    def admit() -> None:
+        from rental import tasks
+
+        for gpu_model_id in gpu_models:
+            tasks.admit_queued_task.delay(gpu_model_id)
+
+    transaction.on_commit(admit)
+
+
 def mark_running(instance: Instance, cloud: CloudInstance, *, now: datetime) -> None:
     """Within the caller's transaction: the instance runs; billing starts now (B1)."""
     lease = instance.reservation
@@ -609,6 +705,7 @@ def apply_sync(
     grace = timedelta(seconds=settings.PORTAL_SYNC_GRACE_SECONDS)
     changed = 0
     overdue: list[SyncRow] = []
+    ended: dict[int, datetime] = {}
     newly_missing: list[int] = []
     seen_again: list[int] = []
     instances = Instance.objects.select_for_update().filter(
@@ -630,11 +727,12 @@ def apply_sync(
             continue
         if instance.missing_since is not None:
             seen_again.append(instance.pk)
-        changed += _apply_cloud_state(instance, found, now=now)
+        changed += _apply_cloud_state(instance, found, now=now, ended=ended)
     if newly_missing:
         Instance.objects.filter(pk__in=newly_missing).update(missing_since=now)
     if seen_again:
         Instance.objects.filter(pk__in=seen_again).update(missing_since=None)
+    mark_terminated_many(ended)
     return changed, overdue
 
 
@@ -651,15 +749,22 @@ def _handle_unseen_launch(instance: Instance, *, now: datetime) -> int:
     return 0
 
 
-def _apply_cloud_state(instance: Instance, found: CloudInstance, *, now: datetime) -> int:
+def _apply_cloud_state(
+    instance: Instance,
+    found: CloudInstance,
+    *,
+    now: datetime,
+    ended: dict[int, datetime],
+) -> int:
+    """Apply what one describe says of one row; terminations are gathered in ``ended``
+    (row id → the cloud's time) and written in bulk by the caller."""
     changed = 0
     if not instance.external_id:
         _link(instance, found, now=now)  # a launch whose worker died before recording it
         changed += 1
     if found.state in (CloudState.SHUTTING_DOWN, CloudState.TERMINATED):
         at = found.state_changed_at or now
-        at = min(max(at, instance.running_at or at), now)
-        mark_terminated(instance_id=instance.pk, at=at)
+        ended[instance.pk] = min(max(at, instance.running_at or at), now)
         return changed + 1
     if found.state == CloudState.RUNNING and instance.state == State.LAUNCHING:
         mark_running(instance, found, now=now)
@@ -677,6 +782,7 @@ def apply_gone(*, rows: list[SyncRow], cloud: list[CloudInstance], now: datetime
     by_id = {item.external_id: item for item in cloud}
     read = {row.pk: row for row in rows}
     changed = 0
+    ended: dict[int, datetime] = {}
     instances = Instance.objects.select_for_update().filter(
         pk__in=list(read), state__in=Instance.LIVE
     )
@@ -686,11 +792,12 @@ def apply_gone(*, rows: list[SyncRow], cloud: list[CloudInstance], now: datetime
         found = by_id.get(instance.external_id)
         if found is None:
             at = instance.missing_since or now
-            mark_terminated(instance_id=instance.pk, at=max(at, instance.running_at or at))
+            ended[instance.pk] = max(at, instance.running_at or at)
             changed += 1
             continue
         Instance.objects.filter(pk=instance.pk).update(missing_since=None)
-        changed += _apply_cloud_state(instance, found, now=now)
+        changed += _apply_cloud_state(instance, found, now=now, ended=ended)
+    mark_terminated_many(ended)
     return changed
 
 
