@@ -3,6 +3,7 @@ and accounts; bad requests and bad credentials fail at once; the attempts are ro
 lease page shows; a message a person can act on. Pure decisions first, then the same
 through the local EC2 endpoint."""
 
+import time
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -278,3 +279,22 @@ def test_it_stops_at_the_provisioning_timeout(fleet, cloud, settings):
     assert lease.status == Status.FAILED
     assert lease.status_message.startswith("Not running within the provisioning timeout.")
     assert cloud.count("RunInstances") == 3  # at 0, 2 and 4 minutes; the 6th minute is over
+
+
+def test_it_reads_a_cloud_that_does_not_answer_in_time_as_transient(fleet, cloud):
+    from rental.providers.aws import AwsProvider
+    from rental.providers.base import ProviderError
+    from rental.services.instances import launch_spec, provider_for
+
+    instance = submit(fleet).instances.get()
+    impatient = AwsProvider(fleet.account.config(), read_timeout=1)
+    cloud.delay("RunInstances", 2)
+    with pytest.raises(ProviderError) as caught:
+        impatient.launch(launch_spec(instance), idempotency_key=instance.idempotency_key)
+    assert (caught.value.kind, caught.value.retryable) == (Kind.TRANSIENT, True)
+    # The held request still reaches the cloud: the next try finds it by its key.
+    time.sleep(1.5)
+    patient = provider_for(instance)
+    again = patient.launch(launch_spec(instance), idempotency_key=instance.idempotency_key)
+    assert cloud.count("RunInstances") == 1
+    assert again.idempotency_key == instance.idempotency_key
