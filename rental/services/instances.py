@@ -630,6 +630,7 @@ def sync_instances(*, now: datetime | None = None) -> int:
         if account.is_active:
             for region in {*account.regions, *(r for a, r in offered if a == account.pk)}:
                 rows.setdefault((account.pk, region), [])
+    errors: dict[int, list[str]] = defaultdict(list)
     for (account_id, region), group in sorted(rows.items()):
         account = accounts.get(account_id)
         if account is None:
@@ -637,11 +638,17 @@ def sync_instances(*, now: datetime | None = None) -> int:
         try:
             changed += sync_region(account=account, region=region, rows=group, now=now)
         except ProviderError as exc:
-            _record_sync_failure(account, f"{region}: {exc.kind}: {exc.message}", now=now)
+            errors[account_id].append(f"{region}: {exc.kind}: {exc.message}")
             logger.warning("sync of account %s in %s failed: %s", account_id, region, exc.kind)
         except Exception as exc:  # one broken account never blocks the others
-            _record_sync_failure(account, f"{region}: {type(exc).__name__}", now=now)
+            errors[account_id].append(f"{region}: {type(exc).__name__}")
             logger.exception("sync of account %s in %s failed", account_id, region)
+    # An account's sync is good only when every one of its regions was.
+    for account_id in {key[0] for key in rows} & set(accounts):
+        if errors[account_id]:
+            ProviderAccount.objects.filter(pk=account_id).update(
+                sync_error="; ".join(errors[account_id])[:1000], sync_failed_at=now
+            )
         else:
             ProviderAccount.objects.filter(pk=account_id).update(synced_at=now, sync_error="")
     _requeue_lost_launches(now)
@@ -665,12 +672,6 @@ def _time_out_launches(now: datetime) -> int:
     for pk in list(overdue):
         fail_instance(instance_id=pk, message=message, now=now, code="provisioning_timeout")
     return len(overdue)
-
-
-def _record_sync_failure(account: ProviderAccount, message: str, *, now: datetime) -> None:
-    ProviderAccount.objects.filter(pk=account.pk).update(
-        sync_error=message[:1000], sync_failed_at=now
-    )
 
 
 def sync_region(

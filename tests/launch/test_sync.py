@@ -199,3 +199,16 @@ def test_it_terminates_a_launch_that_never_runs_within_the_provisioning_timeout(
         for c in provider_for(instance).describe_ids([instance.external_id], region="us-east-1")
     ] == ["terminated"]
     assert not UsageRecord.objects.exists()
+
+
+def test_it_keeps_an_accounts_error_when_only_one_of_its_regions_fails(f0c, cloud, t0):
+    f0c.account.regions = ["us-east-1", "us-west-2"]
+    f0c.account.save()
+    cloud.inject("DescribeInstances", "RequestLimitExceeded", where={"X-Region": "us-west-2"})
+    services.sync_instances(now=t0)
+    account = ProviderAccount.objects.get(pk=f0c.account.pk)
+    assert account.synced_at is None
+    assert account.sync_error.startswith("us-west-2: throttled: RequestLimitExceeded")
+    services.sync_instances(now=t0 + timedelta(seconds=30))
+    account.refresh_from_db()
+    assert (account.synced_at, account.sync_error) == (t0 + timedelta(seconds=30), "")
