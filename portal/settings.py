@@ -233,6 +233,15 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
     }
+elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # A message taken by a worker that dies stays invisible for this long (Redis's default
+    # is an hour). Nothing waits on it: the sync re-sends a lost launch or terminate after
+    # PORTAL_LAUNCH_STALE_SECONDS. It must still exceed the longest countdown a retry is
+    # scheduled with (5 minutes, rental.services.retry) or Redis would hand the waiting
+    # retry to a second worker; a redelivered duplicate finds nothing to claim.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": env_int("PORTAL_BROKER_VISIBILITY_TIMEOUT", 360)
+    }
 CELERY_TASK_ALWAYS_EAGER = False
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -257,7 +266,39 @@ if not PORTAL_INSTALLATION_ID:
 PORTAL_MAX_LEASE_HOURS = env_int("PORTAL_MAX_LEASE_HOURS", 168)
 PORTAL_PREEMPTION_NOTICE_SECONDS = env_int("PORTAL_PREEMPTION_NOTICE_SECONDS", 120)
 PORTAL_MINIMUM_BILLED_SECONDS = env_int("PORTAL_MINIMUM_BILLED_SECONDS", 60)
-PORTAL_LAUNCH_STALE_SECONDS = env_int("PORTAL_LAUNCH_STALE_SECONDS", 600)
+# A launch claimed this long ago without a cloud id is taken to be dead and is launched
+# again (the idempotency key finds an instance it did create). A live launch is at most a
+# describe plus a RunInstances, each bounded by the driver's 3 s connect + 30 s read
+# timeouts: 66 s; 90 s leaves a margin, and with the 30 s sync a launch stuck by a dead
+# worker runs again within 2 minutes of its claim (it was 10). Also how long a lease
+# admitted without any claim of its launch waits before the sync sends it again.
+PORTAL_LAUNCH_STALE_SECONDS = env_int("PORTAL_LAUNCH_STALE_SECONDS", 90)
+# L3: an instance missing from a describe is marked gone only when it has been missing this
+# long and a describe by its id confirms it (EC2 lists a new instance late).
+PORTAL_SYNC_GRACE_SECONDS = env_int("PORTAL_SYNC_GRACE_SECONDS", 60)
+# L2: a launch gives up after this many calls, or when its lease has been provisioning
+# this long (what it created is then terminated).
+PORTAL_LAUNCH_MAX_ATTEMPTS = env_int("PORTAL_LAUNCH_MAX_ATTEMPTS", 8)
+PORTAL_PROVISIONING_TIMEOUT_SECONDS = env_int("PORTAL_PROVISIONING_TIMEOUT_SECONDS", 600)
+# L4: what the sync does with an instance carrying this installation's tag that no live
+# row stands for, once a second sync still sees it: "report" to admins (the default:
+# nothing is destroyed on a guess), "terminate" it, or "adopt" it into a lease of the
+# project named in its tags (reported instead when that project or offering is unknown).
+PORTAL_ORPHAN_POLICY = env_str("PORTAL_ORPHAN_POLICY", "report")
+if PORTAL_ORPHAN_POLICY not in {"report", "terminate", "adopt"}:
+    raise ImproperlyConfigured("PORTAL_ORPHAN_POLICY must be report, terminate or adopt.")
+PORTAL_ADOPTED_LEASE_HOURS = env_int("PORTAL_ADOPTED_LEASE_HOURS", 8)
+# A termination the cloud keeps refusing is retried by every sync; after this many
+# failures admins are told the instance may still be billing.
+PORTAL_TERMINATE_MAX_ATTEMPTS = env_int("PORTAL_TERMINATE_MAX_ATTEMPTS", 6)
+# L5: engineers are warned this long before their lease ends.
+PORTAL_END_WARNING_MINUTES = env_int("PORTAL_END_WARNING_MINUTES", 15)
+# How people are told things (portal.notifications); webhook channels come later.
+PORTAL_NOTIFICATION_CHANNELS = env_list("PORTAL_NOTIFICATION_CHANNELS", "portal,email")
+if not set(PORTAL_NOTIFICATION_CHANNELS) <= {"portal", "email"}:
+    raise ImproperlyConfigured("PORTAL_NOTIFICATION_CHANNELS lists portal and/or email.")
+# The portal's own address, for links in mail.
+PORTAL_BASE_URL = env_str("PORTAL_BASE_URL", "http://localhost:8000")
 PORTAL_CURRENCY = env_str("PORTAL_CURRENCY", "USD")
 
 REST_FRAMEWORK = {

@@ -52,6 +52,12 @@ class LeaseRequestForm(forms.Form):
         widget=forms.TextInput(attrs={"placeholder": _("e.g. fine-tune the ranking model")}),
     )
     requeue_on_preemption = forms.BooleanField(label=_("Re-queue me if preempted"), required=False)
+    allow_other_instance_types = forms.BooleanField(
+        label=_("Any instance type with these GPUs"),
+        help_text=_("If the chosen type has no capacity, start another type with the same GPUs."),
+        required=False,
+        initial=True,
+    )
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

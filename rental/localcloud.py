@@ -9,6 +9,11 @@ signed with unknown access keys, and records every request it sees.
     cloud.inject(action="RunInstances", code="InsufficientInstanceCapacity", times=2)
     cloud.require_access_keys({"AKIDGOOD"})
     cloud.count("DescribeInstances")
+    cloud.delay("RunInstances", 3)        # hold the next RunInstances 3 s before moto sees it
+    cloud.delay("DescribeInstances", 3, when="after")  # answer computed now, sent 3 s later
+    cloud.wait_until_held("RunInstances") # a test's step runs while that request is held
+    cloud.hide_new_instances(40, clock=c) # eventual consistency: new instances missing from
+                                          # describe for 40 s of ``clock`` after their launch
     cloud.reset()                         # no faults, any key, empty log, empty cloud
     cloud.stop()
 
@@ -27,10 +32,13 @@ import re
 import signal
 import sys
 import threading
+import time
 import urllib.request
 import uuid
+import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qs
@@ -87,6 +95,31 @@ class _Fault:
     message: str
     status: int
     remaining: int
+    match: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass
+class _Delay:
+    action: str | None
+    seconds: float
+    when: str  # "before": moto sees the request late; "after": its answer is sent late
+    remaining: int
+
+
+@dataclass
+class _Hiding:
+    seconds: float
+    clock: Callable[[], datetime]
+    launched: dict[str, datetime] = field(default_factory=dict)
+    # Instances the cloud has forgotten: id → describe answers left to miss it (-1: all).
+    forgotten: dict[str, int] = field(default_factory=dict)
+
+
+_INSTANCE_ID = re.compile(rb"<instanceId>(i-[0-9a-f]+)</instanceId>")
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
 
 
 def ec2_error_body(code: str, message: str) -> bytes:
@@ -107,14 +140,15 @@ def _access_key_id(environ: Environ) -> str:
     return ""
 
 
-def _action(environ: Environ) -> str:
-    """The EC2 Query ``Action`` of the request; the body is buffered and put back."""
-    query = parse_qs(environ.get("QUERY_STRING", ""))
+def _params(environ: Environ) -> dict[str, str]:
+    """The EC2 Query parameters of the request (``Action``, ``InstanceType``,
+    ``Placement.AvailabilityZone``, …); a form body is buffered and put back."""
+    query = {key: values[0] for key, values in parse_qs(environ.get("QUERY_STRING", "")).items()}
     if "Action" in query:
-        return query["Action"][0]
+        return query
     content_type = environ.get("CONTENT_TYPE", "")
     if environ.get("REQUEST_METHOD") != "POST" or "x-www-form-urlencoded" not in content_type:
-        return ""
+        return query
     try:
         length = int(environ.get("CONTENT_LENGTH") or 0)
     except ValueError:
@@ -129,7 +163,21 @@ def _action(environ: Environ) -> str:
     environ["wsgi.input"] = io.BytesIO(body)
     environ["CONTENT_LENGTH"] = str(len(body))
     form = parse_qs(body.decode("utf-8", errors="replace"))
-    return form.get("Action", [""])[0]
+    return {key: values[0] for key, values in form.items()}
+
+
+_SCOPE_REGION = re.compile(r"Credential=[^/,\s]+/\d{8}/([a-z0-9-]+)/")
+
+
+def _region(environ: Environ) -> str:
+    """The region a SigV4-signed request is for (a fault may be limited to one)."""
+    match = _SCOPE_REGION.search(environ.get("HTTP_AUTHORIZATION", ""))
+    return match.group(1) if match else ""
+
+
+def _action(environ: Environ) -> str:
+    """The EC2 Query ``Action`` of the request."""
+    return _params(environ).get("Action", "")
 
 
 class FaultInjector:
@@ -144,17 +192,27 @@ class FaultInjector:
         self._faults: list[_Fault] = []
         self._allowed_keys: frozenset[str] | None = None
         self._log: list[RecordedRequest] = []
+        self._delays: list[_Delay] = []
+        self._held: dict[str, int] = {}
+        self._held_changed = threading.Condition(self._lock)
+        self._hiding: _Hiding | None = None
+        self._fast_describe = False
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         if environ.get("PATH_INFO", "").startswith(MOTO_API_PREFIX):
             return self._app(environ, start_response)
-        action = _action(environ)
+        params = _params(environ)
+        action = params.get("Action", "")
         key_id = _access_key_id(environ)
+        params["X-Region"] = _region(environ)
+        delay = self._take_delay(action)
+        if delay is not None and delay.when == "before":
+            self._hold(action, delay.seconds)  # an injected error is answered late too
         with self._lock:
             if self._allowed_keys is not None and key_id not in self._allowed_keys:
                 fault: _Fault | None = _Fault(action, "AuthFailure", _AUTH_FAILURE_MESSAGE, 401, 1)
             else:
-                fault = self._take_fault(action)
+                fault = self._take_fault(action, params)
         if fault is not None:
             self._record(action, key_id, fault.status, faulted=True)
             body = ec2_error_body(fault.code, fault.message)
@@ -169,18 +227,86 @@ class FaultInjector:
             return [body]
 
         statuses: list[int] = []
+        answer: list[tuple[str, list[tuple[str, str]]]] = []
 
         def recording_start_response(status: str, headers: Any, *args: Any) -> Any:
             statuses.append(int(status.split(" ", 1)[0]))
-            return start_response(status, headers, *args)
+            answer.append((status, list(headers)))
+            return lambda data: None  # moto returns its body; it never writes
 
-        result = self._app(environ, recording_start_response)
+        fast = self._fast_describe and action == "DescribeInstances"
+        body = (
+            fast_describe_instances(params)
+            if fast
+            else b"".join(self._app(environ, recording_start_response))
+        )
+        if fast:
+            statuses.append(200)
+            answer.append(("200 OK", [("Content-Type", "text/xml;charset=UTF-8")]))
+        if delay is not None and delay.when == "after":
+            self._hold(action, delay.seconds)  # moto has answered: its snapshot is taken
+        if self._hiding is not None and action in ("RunInstances", "DescribeInstances"):
+            body = self._apply_hiding(action, body, statuses)
+        status, headers = answer[0] if answer else ("500 Internal Server Error", [])
+        headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
+        start_response(status, [*headers, ("Content-Length", str(len(body)))])
         self._record(action, key_id, statuses[0] if statuses else 0, faulted=False)
-        return result
+        return [body]
 
-    def _take_fault(self, action: str) -> _Fault | None:
+    def _take_delay(self, action: str) -> _Delay | None:
+        with self._lock:
+            for delay in self._delays:
+                if delay.remaining > 0 and delay.action in (None, action):
+                    delay.remaining -= 1
+                    return delay
+        return None
+
+    def _hold(self, action: str, seconds: float) -> None:
+        with self._lock:
+            self._held[action] = self._held.get(action, 0) + 1
+            self._held_changed.notify_all()
+        try:
+            time.sleep(seconds)
+        finally:
+            with self._lock:
+                self._held[action] -= 1
+                self._held_changed.notify_all()
+
+    def wait_until_held(self, action: str, timeout: float) -> bool:
+        with self._held_changed:
+            return self._held_changed.wait_for(lambda: self._held.get(action, 0) > 0, timeout)
+
+    def _apply_hiding(self, action: str, body: bytes, statuses: list[int]) -> bytes:
+        hiding = self._hiding
+        if hiding is None or not statuses or statuses[0] != 200:
+            return body
+        now = hiding.clock()
+        if action == "RunInstances":
+            with self._lock:
+                for match in _INSTANCE_ID.finditer(body):
+                    hiding.launched.setdefault(match.group(1).decode(), now)
+            return body
+        with self._lock:
+            hidden = {
+                instance_id
+                for instance_id, at in hiding.launched.items()
+                if (now - at).total_seconds() < hiding.seconds
+            }
+            for instance_id, left in list(hiding.forgotten.items()):
+                if left != 0:
+                    hidden.add(instance_id)
+                    hiding.forgotten[instance_id] = left - 1 if left > 0 else left
+        if not hidden:
+            return body
+        return _without_instances(body, hidden)
+
+    def _take_fault(self, action: str, params: dict[str, str]) -> _Fault | None:
         for fault in self._faults:
-            if fault.remaining > 0 and fault.action in (None, action):
+            if (
+                fault.remaining > 0
+                and fault.action in (None, action)
+                and all(params.get(key, "") == value for key, value in fault.match)
+            ):
                 fault.remaining -= 1
                 return fault
         return None
@@ -197,10 +323,31 @@ class FaultInjector:
         with self._lock:
             self._allowed_keys = None if keys is None else frozenset(keys)
 
+    def delay(self, delay: _Delay) -> None:
+        with self._lock:
+            self._delays.append(delay)
+
+    def set_fast_describe(self, on: bool) -> None:
+        with self._lock:
+            self._fast_describe = on
+
+    def hide_new_instances(self, hiding: _Hiding | None) -> None:
+        with self._lock:
+            self._hiding = hiding
+
+    def forget(self, external_ids: Iterable[str], times: int) -> None:
+        with self._lock:
+            if self._hiding is None:
+                self._hiding = _Hiding(0, _utcnow)
+            for external_id in external_ids:
+                self._hiding.forgotten[external_id] = times
+
     def clear_faults(self) -> None:
         with self._lock:
             self._faults.clear()
+            self._delays.clear()
             self._allowed_keys = None
+            self._hiding = None
 
     def requests(self, action: str | None) -> list[RecordedRequest]:
         with self._lock:
@@ -209,6 +356,134 @@ class FaultInjector:
     def clear_requests(self) -> None:
         with self._lock:
             self._log.clear()
+
+
+_STATE_CODES = {
+    "pending": 0,
+    "running": 16,
+    "shutting-down": 32,
+    "terminated": 48,
+    "stopping": 64,
+    "stopped": 80,
+}
+
+
+def _filters(params: dict[str, str]) -> dict[str, set[str]]:
+    filters: dict[str, set[str]] = {}
+    n = 1
+    while f"Filter.{n}.Name" in params:
+        values, m = set(), 1
+        while f"Filter.{n}.Value.{m}" in params:
+            values.add(params[f"Filter.{n}.Value.{m}"])
+            m += 1
+        filters[params[f"Filter.{n}.Name"]] = values
+        n += 1
+    return filters
+
+
+def _state_reason_xml(instance: Any) -> str:
+    reason = getattr(instance, "state_reason", None)
+    if reason is None or not (reason.code or reason.message):
+        return ""
+    return (
+        f"<stateReason><code>{escape(reason.code)}</code>"
+        f"<message>{escape(reason.message)}</message></stateReason>"
+    )
+
+
+def fast_describe_instances(params: dict[str, str]) -> bytes:
+    """DescribeInstances answered straight from moto's backend, with only the fields the
+    portal's driver reads (id, type, state, zone, addresses, launch time, lifecycle,
+    transition reason, tags) and filters on tags, ``instance-id`` and
+    ``instance-state-name``: moto's own answer costs about 10 ms an instance, which at
+    10,000 instances would measure the endpoint rather than the portal (bench/sync.py).
+    Paginated by ``MaxResults``/``NextToken`` like EC2."""
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+    from moto.ec2.models import ec2_backends
+
+    region = params.get("X-Region") or "us-east-1"
+    backend = ec2_backends[DEFAULT_ACCOUNT_ID][region]
+    filters = _filters(params)
+    tags = backend.tags
+    wanted_ids = filters.get("instance-id")
+    wanted_states = filters.get("instance-state-name")
+    tag_filters = [
+        (name[4:], values) for name, values in filters.items() if name.startswith("tag:")
+    ]
+    matched: list[tuple[str, Any]] = []
+    for reservation_id, reservation in list(backend.reservations.items()):
+        for instance in reservation.instances:
+            if wanted_ids is not None and instance.id not in wanted_ids:
+                continue
+            if wanted_states is not None and instance._state.name not in wanted_states:
+                continue
+            own = tags.get(instance.id, {})
+            if any(own.get(key) not in values for key, values in tag_filters):
+                continue
+            matched.append((reservation_id, instance))
+    start = int(params.get("NextToken") or 0)
+    size = int(params.get("MaxResults") or len(matched) or 1)
+    page = matched[start : start + size]
+    parts = [
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        '<DescribeInstancesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'
+        f"<requestId>{uuid.uuid4()}</requestId><reservationSet>"
+    ]
+    for reservation_id, instance in page:
+        state = instance._state.name
+        launch = instance.launch_time
+        if isinstance(launch, datetime):
+            launch = launch.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+        tag_xml = "".join(
+            f"<item><key>{escape(k)}</key><value>{escape(v)}</value></item>"
+            for k, v in tags.get(instance.id, {}).items()
+        )
+        parts.append(
+            f"<item><reservationId>{reservation_id}</reservationId>"
+            f"<ownerId>{DEFAULT_ACCOUNT_ID}</ownerId><instancesSet><item>"
+            f"<instanceId>{instance.id}</instanceId>"
+            f"<instanceType>{escape(instance.instance_type)}</instanceType>"
+            f"<instanceState><code>{_STATE_CODES.get(state, 16)}</code><name>{state}</name>"
+            "</instanceState>"
+            f"<placement><availabilityZone>{instance._placement.zone}</availabilityZone>"
+            "</placement>"
+            f"<launchTime>{launch}</launchTime>"
+            f"<privateIpAddress>{instance.private_ip or ''}</privateIpAddress>"
+            f"<ipAddress>{instance.public_ip or ''}</ipAddress>"
+            f"<reason>{escape(instance._reason or '')}</reason>"
+            + _state_reason_xml(instance)
+            + (
+                f"<instanceLifecycle>{instance.lifecycle}</instanceLifecycle>"
+                if instance.lifecycle
+                else ""
+            )
+            + f"<tagSet>{tag_xml}</tagSet></item></instancesSet></item>"
+        )
+    parts.append("</reservationSet>")
+    if start + size < len(matched):
+        parts.append(f"<nextToken>{start + size}</nextToken>")
+    parts.append("</DescribeInstancesResponse>")
+    return "".join(parts).encode()
+
+
+def _without_instances(body: bytes, hidden: set[str]) -> bytes:
+    """A DescribeInstances answer with the ``hidden`` instances (and reservations left
+    empty by their removal) taken out."""
+    root = ET.fromstring(body)
+    namespace = root.tag[1:].split("}", 1)[0] if root.tag.startswith("{") else ""
+    ET.register_namespace("", namespace)
+    ns = {"ec2": namespace}
+    for reservations in root.findall("ec2:reservationSet", ns):
+        for reservation in list(reservations):
+            instances = reservation.find("ec2:instancesSet", ns)
+            if instances is None:
+                continue
+            for item in list(instances):
+                if item.findtext("ec2:instanceId", default="", namespaces=ns) in hidden:
+                    instances.remove(item)
+            if len(instances) == 0:
+                reservations.remove(reservation)
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 
 
 class _QuietRequestHandler(MotoRequestHandler):
@@ -245,10 +520,14 @@ class LocalCloud:
         *,
         times: int = 1,
         status: int | None = None,
+        where: dict[str, str] | None = None,
     ) -> None:
         """Answer the next ``times`` requests for EC2 ``action`` (``None``: any action)
         with error ``code``. ``status`` defaults to the HTTP status EC2 uses for that code
         (500 for capacity errors, 503 for throttling, 401 for AuthFailure, else 400).
+        ``where`` limits the fault to requests carrying these Query parameters, e.g.
+        ``{"InstanceType": "p4de.24xlarge", "Placement.AvailabilityZone": "us-east-1a"}``
+        for no capacity of one type in one zone (``"X-Region"`` names the signed region).
         Faults are used in the order they were injected."""
         self._injector.inject(
             _Fault(
@@ -257,8 +536,45 @@ class LocalCloud:
                 message=message or f"Injected {code} by the local cloud.",
                 status=status if status is not None else _STATUS_BY_CODE.get(code, 400),
                 remaining=times,
+                match=tuple(sorted((where or {}).items())),
             )
         )
+
+    def delay(
+        self, action: str | None, seconds: float, *, times: int = 1, when: str = "before"
+    ) -> None:
+        """Hold the next ``times`` requests for ``action`` (``None``: any) ``seconds``.
+
+        ``when="before"``: moto sees the request only after the wait (a RunInstances held
+        so creates its instance late); ``"after"``: moto answers at once (a describe's
+        snapshot is taken then) and the answer is sent after the wait."""
+        if when not in ("before", "after"):
+            raise ValueError("when is 'before' or 'after'")
+        self._injector.delay(_Delay(action, seconds, when, times))
+
+    def wait_until_held(self, action: str, timeout: float = 10) -> bool:
+        """Block until a request for ``action`` is being held by ``delay``; False on
+        timeout. Lets a test run a step while the other one waits for the cloud."""
+        return self._injector.wait_until_held(action, timeout)
+
+    def hide_new_instances(
+        self, seconds: float, *, clock: Callable[[], datetime] | None = None
+    ) -> None:
+        """Eventual consistency: an instance launched from now on is missing from every
+        DescribeInstances answer until ``seconds`` have passed on ``clock`` (aware UTC
+        datetimes; the wall clock by default) since its RunInstances was answered."""
+        self._injector.hide_new_instances(_Hiding(seconds, clock or _utcnow))
+
+    def forget(self, external_ids: Iterable[str], *, times: int | None = None) -> None:
+        """Leave these instances out of the next ``times`` DescribeInstances answers
+        (``None``: all of them), whatever their state: as EC2 does some time after a
+        termination, or for a while after a launch."""
+        self._injector.forget(external_ids, -1 if times is None else times)
+
+    def fast_describe(self, on: bool = True) -> None:
+        """Answer DescribeInstances from moto's state directly (``fast_describe_instances``)
+        rather than through moto's much slower full answer."""
+        self._injector.set_fast_describe(on)
 
     def require_access_keys(self, keys: Iterable[str] | None) -> None:
         """Answer 401 AuthFailure to requests signed with any access key id not in
@@ -266,7 +582,7 @@ class LocalCloud:
         self._injector.require_access_keys(keys)
 
     def clear_faults(self) -> None:
-        """Drop every injected fault and accept every access key again."""
+        """Drop every injected fault, delay and hiding, and accept every access key."""
         self._injector.clear_faults()
 
     def requests(self, action: str | None = None) -> list[RecordedRequest]:
@@ -329,6 +645,7 @@ def start(port: int | None = None, *, verbose: bool = False) -> LocalCloud:
 class _Args:
     port: int
     verbose: bool
+    fast_describe: bool = False
 
 
 def _parse_args(argv: list[str] | None) -> _Args:
@@ -337,8 +654,11 @@ def _parse_args(argv: list[str] | None) -> _Args:
     )
     parser.add_argument("--port", type=int, default=5005, help="0 picks a free port")
     parser.add_argument("--verbose", action="store_true", help="log every request")
+    parser.add_argument(
+        "--fast-describe", action="store_true", help="answer DescribeInstances from moto's state"
+    )
     args = parser.parse_args(argv)
-    return _Args(port=args.port, verbose=args.verbose)
+    return _Args(port=args.port, verbose=args.verbose, fast_describe=args.fast_describe)
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -352,6 +672,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _interrupt)
     cloud = start(args.port, verbose=args.verbose)
+    cloud.fast_describe(args.fast_describe)
     print(cloud.url, flush=True)  # noqa: T201 - the command's output is the URL
     try:
         threading.Event().wait()

@@ -1,13 +1,17 @@
 """Celery tasks: thin interfaces that pass ids to services. Duplicates do nothing."""
 
+from datetime import timedelta
+
 from celery import shared_task
 
 from rental import services
+from rental.services import lease_end
+from rental.services.retry import RETRY_COUNTDOWNS
 
-RETRY_COUNTDOWNS = (5, 15, 45, 120, 300)
 
-
-@shared_task(bind=True, acks_late=True, max_retries=len(RETRY_COUNTDOWNS))
+# The launch's own attempt rows decide when to give up (PORTAL_LAUNCH_MAX_ATTEMPTS and
+# the provisioning timeout); Celery's limit is only a backstop.
+@shared_task(bind=True, acks_late=True, max_retries=100)
 def provision_instance_task(self, instance_id: int) -> None:
     try:
         services.provision_instance(instance_id=instance_id)
@@ -15,7 +19,8 @@ def provision_instance_task(self, instance_id: int) -> None:
         if self.request.retries >= self.max_retries:
             services.fail_instance(instance_id=instance_id, message=str(exc))
             return
-        raise self.retry(exc=exc, countdown=RETRY_COUNTDOWNS[self.request.retries]) from exc
+        countdown = exc.countdown or RETRY_COUNTDOWNS[self.request.retries]
+        raise self.retry(exc=exc, countdown=countdown) from exc
 
 
 @shared_task(bind=True, acks_late=True, max_retries=len(RETRY_COUNTDOWNS))
@@ -34,7 +39,23 @@ def sync_instances_task() -> None:
 
 @shared_task(acks_late=True, ignore_result=True)
 def end_expired_leases_task() -> None:
-    services.end_expired_leases()
+    """The lease check: warn (L5), end what is due, and give each lease that ends before
+    the next check a task at its end second."""
+    from django.conf import settings
+    from django.utils import timezone
+
+    now = timezone.now()
+    lease_end.warn_ending_leases(now=now)
+    services.end_expired_leases(now=now)
+    interval = settings.CELERY_BEAT_SCHEDULE["end-expired-leases"]["schedule"]
+    until = now + timedelta(seconds=float(interval))
+    for pk, end in lease_end.leases_ending_before(until=until, now=now):
+        end_lease_task.apply_async(args=[pk], eta=end)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def end_lease_task(reservation_id: int) -> None:
+    lease_end.end_lease_at_its_end(reservation_id=reservation_id)
 
 
 @shared_task(acks_late=True, ignore_result=True)

@@ -211,6 +211,7 @@ def lease_new(request: HttpRequest) -> HttpResponse:
                     image=data["image"],
                     purpose=data["purpose"],
                     requeue_on_preemption=data["requeue_on_preemption"],
+                    allow_other_instance_types=data["allow_other_instance_types"],
                     source="web",
                 )
             except DomainError as error:
@@ -293,7 +294,7 @@ def _lease_context(request: HttpRequest, pk: int) -> dict[str, Any]:
     lease = access.get_visible_or_404(selectors.leases(), request.user, pk=pk)
     return {
         "lease": lease,
-        "instances": list(lease.instances.all()),
+        "instances": list(lease.instances.prefetch_related("attempts")),
         "may_end": lease.can_end and _may_end(request.user, lease),
         "polling": lease.status in POLL_WHILE,
     }

@@ -20,6 +20,7 @@ from rental.admin.catalog import (
     ProviderAccountForm,
     RegionListField,
 )
+from rental.admin.launch import LaunchAttemptAdmin, OrphanAdmin
 from rental.admin.leases import (
     DataVolumeAdmin,
     InstanceAdmin,
@@ -37,7 +38,9 @@ __all__ = [
     "ImageAdmin",
     "InstanceAdmin",
     "InstanceInline",
+    "LaunchAttemptAdmin",
     "OfferingAdmin",
+    "OrphanAdmin",
     "PoolAdmin",
     "ProviderAccountAdmin",
     "ProviderAccountForm",

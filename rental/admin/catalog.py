@@ -152,13 +152,24 @@ class ProviderAccountAdmin(admin.ModelAdmin):
         "checked_at",
         "credentials",
         "is_active",
+        "synced_at",
+        "sync_problem",
     ]
     list_filter = ["driver", "status", "is_active"]
     search_fields = ["name", "endpoint_url"]
     actions = ["validate_credentials"]
     # The top Save button comes first in the form, so Enter saves (not "Validate now").
     save_on_top = True
-    readonly_fields = ["credentials", "status", "status_message", "checked_at", "validate_now"]
+    readonly_fields = [
+        "credentials",
+        "status",
+        "status_message",
+        "checked_at",
+        "validate_now",
+        "synced_at",
+        "sync_error",
+        "sync_failed_at",
+    ]
     fieldsets = [
         (None, {"fields": ["name", "driver", "regions", "endpoint_url", "is_active"]}),
         (
@@ -172,7 +183,15 @@ class ProviderAccountAdmin(admin.ModelAdmin):
             },
         ),
         (_("Validation"), {"fields": ["status", "status_message", "checked_at", "validate_now"]}),
+        (_("Sync with the cloud"), {"fields": ["synced_at", "sync_failed_at", "sync_error"]}),
     ]
+
+    @admin.display(description=_("sync problem"))
+    def sync_problem(self, obj: ProviderAccount) -> str:
+        """The last sync error while it is newer than the last good sync."""
+        if obj.sync_error and (obj.synced_at is None or obj.sync_failed_at > obj.synced_at):
+            return obj.sync_error
+        return ""
 
     @admin.display(description=_("regions"))
     def region_list(self, obj: ProviderAccount) -> str:

@@ -2,6 +2,7 @@
 
 from rental.models.capacity import AvailabilityWatch, Pool, Quota, QuotaRequest
 from rental.models.catalog import GpuModel, Image, Offering, ProviderAccount
+from rental.models.launch import LaunchAttempt, Orphan
 from rental.models.leases import (
     DataVolume,
     Instance,
@@ -21,8 +22,10 @@ __all__ = [
     "GpuModel",
     "Image",
     "Instance",
+    "LaunchAttempt",
     "Market",
     "Offering",
+    "Orphan",
     "Pool",
     "Priority",
     "ProviderAccount",

@@ -63,6 +63,9 @@ class ProviderAccount(models.Model):
     status_message = models.TextField(_("status message"), blank=True)
     checked_at = models.DateTimeField(_("checked at"), null=True, blank=True)
     is_active = models.BooleanField(_("active"), default=True)
+    synced_at = models.DateTimeField(_("last good sync"), null=True, blank=True)
+    sync_error = models.TextField(_("last sync error"), blank=True)
+    sync_failed_at = models.DateTimeField(_("last sync failed at"), null=True, blank=True)
 
     class Meta:
         ordering = ["name"]
@@ -140,6 +143,15 @@ class Offering(models.Model):
     )
     price_updated_at = models.DateField(_("price taken on"), default=timezone.now)
     is_available = models.BooleanField(_("available"), default=True)
+    zones = models.JSONField(
+        _("availability zones"),
+        default=list,
+        blank=True,
+        help_text=_(
+            'Tried in this order when one has no capacity, e.g. ["us-east-1a"]. '
+            "Empty: the cloud chooses."
+        ),
+    )
 
     class Meta:
         ordering = ["gpu_model__name", "gpus_per_instance", "on_demand_price_per_hour"]

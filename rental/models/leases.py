@@ -132,6 +132,14 @@ class Reservation(models.Model):
     status_code = models.CharField(_("reason code"), max_length=40, blank=True)
     status_message = models.CharField(_("reason"), max_length=300, blank=True)
     requeue_on_preemption = models.BooleanField(_("re-queue if preempted"), default=False)
+    allow_other_instance_types = models.BooleanField(
+        _("any instance type with these GPUs"),
+        default=True,
+        help_text=_(
+            "When the chosen type has no capacity, launch another type with the same "
+            "GPUs per instance."
+        ),
+    )
     submitted_at = models.DateTimeField(_("submitted at"), default=timezone.now)
     approved_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -144,6 +152,12 @@ class Reservation(models.Model):
     approved_at = models.DateTimeField(_("approved at"), null=True, blank=True)
     decision_comment = models.TextField(_("decision comment"), blank=True)
     ended_at = models.DateTimeField(_("ended at"), null=True, blank=True)
+    end_warned_for = models.DateTimeField(
+        _("end last warned of"),
+        null=True,
+        blank=True,
+        help_text=_("The end the requester was warned of (L5); an extended lease is warned again."),
+    )
     end_reason = models.CharField(
         _("end reason"), max_length=20, choices=TerminationReason.choices, blank=True
     )
@@ -226,6 +240,13 @@ class Instance(models.Model):
     claimed_at = models.DateTimeField(_("launch claimed at"), null=True, blank=True)
     launch_attempts = models.PositiveSmallIntegerField(_("launch attempts"), default=0)
     last_error = models.CharField(_("last error"), max_length=500, blank=True)
+    next_attempt_at = models.DateTimeField(_("next launch attempt at"), null=True, blank=True)
+    missing_since = models.DateTimeField(
+        _("missing from the cloud since"),
+        null=True,
+        blank=True,
+        help_text=_("The first sync whose describe did not list it (L3 grace period)."),
+    )
     launched_at = models.DateTimeField(_("launched at"), null=True, blank=True)
     running_at = models.DateTimeField(_("running since"), null=True, blank=True)
     terminated_at = models.DateTimeField(_("terminated at"), null=True, blank=True)
@@ -240,6 +261,7 @@ class Instance(models.Model):
     termination_reason = models.CharField(
         _("termination reason"), max_length=20, choices=TerminationReason.choices, blank=True
     )
+    terminate_failures = models.PositiveSmallIntegerField(_("failed terminations"), default=0)
     agent_token_hash = models.CharField(max_length=64, blank=True, editable=False)
     last_heartbeat_at = models.DateTimeField(_("last heartbeat"), null=True, blank=True)
 

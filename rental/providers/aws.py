@@ -42,7 +42,8 @@ from rental.providers.base import (
 )
 
 CLIENT_TOKEN_MAX_LENGTH = 64
-DEFAULT_PAGE_SIZE = 500
+DEFAULT_PAGE_SIZE = 1000
+DESCRIBE_IDS_CHUNK = 200  # EC2 accepts at most 200 values in one filter
 DEFAULT_CONNECT_TIMEOUT_S = 3.0
 DEFAULT_READ_TIMEOUT_S = 30.0
 
@@ -239,6 +240,19 @@ class AwsProvider:
         state including terminated, following all DescribeInstances pages (one request per
         page, never one per instance). Read-only, idempotent. Raises ``ProviderError``."""
         return self._describe(region, {f"tag:{key}": [value] for key, value in tag_filter.items()})
+
+    def describe_ids(self, external_ids: list[str], *, region: str) -> list[CloudInstance]:
+        """The instances among ``external_ids`` the cloud still knows, in any state; an id
+        missing from the answer is unknown to the cloud. One request per 200 ids (an
+        ``instance-id`` filter, so unknown ids are not an error). Read-only, idempotent.
+        Raises ``ProviderError``."""
+        ids = list(dict.fromkeys(external_ids))
+        found: list[CloudInstance] = []
+        for start in range(0, len(ids), DESCRIBE_IDS_CHUNK):
+            found.extend(
+                self._describe(region, {"instance-id": ids[start : start + DESCRIBE_IDS_CHUNK]})
+            )
+        return found
 
     def terminate(self, external_ids: list[str], *, region: str) -> None:
         """Ask the cloud to terminate these instances. Idempotent: an empty list makes no

@@ -163,6 +163,11 @@ class Provider(Protocol):
         """Every instance in ``region`` carrying all of ``tag_filter``, any state."""
         ...
 
+    def describe_ids(self, external_ids: list[str], *, region: str) -> list[CloudInstance]:
+        """The instances among ``external_ids`` the cloud knows, any state; an id missing
+        from the answer is unknown to the cloud (never an error)."""
+        ...
+
     def terminate(self, external_ids: list[str], *, region: str) -> None:
         """Terminate the instances; unknown or already terminated ids are ignored."""
         ...

@@ -7,19 +7,29 @@ task delivery finds nothing to do.
 """
 
 import logging
+import random
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from portal import audit
+from portal.models import AuditEvent
 from portal.notifications import notify
-from rental.models import Instance, Reservation, TerminationReason, UsageRecord
+from rental.models import (
+    Instance,
+    Offering,
+    ProviderAccount,
+    Reservation,
+    TerminationReason,
+    UsageRecord,
+)
 from rental.providers.base import (
     TAG_IDEMPOTENCY_KEY,
     TAG_INSTALLATION,
@@ -31,8 +41,11 @@ from rental.providers.base import (
     LaunchSpec,
     Provider,
     ProviderError,
+    ProviderErrorKind,
 )
 from rental.providers.registry import get_provider
+from rental.services import launching, orphans
+from rental.services.failover import Attempt, GiveUp, Place, TryAt, next_try
 
 logger = logging.getLogger(__name__)
 State = Instance.State
@@ -48,7 +61,12 @@ FINAL_STATUS_BY_REASON = {
 
 
 class LaunchRetry(Exception):
-    """A cloud call failed in a way that may succeed later; the task retries with backoff."""
+    """A cloud call failed in a way that may succeed later; the task retries with backoff
+    after ``countdown`` seconds (None: the task's own schedule)."""
+
+    def __init__(self, message: str, *, countdown: int | None = None) -> None:
+        super().__init__(message)
+        self.countdown = countdown
 
 
 def provider_for(instance: Instance) -> Provider:
@@ -61,6 +79,7 @@ def installation_tags() -> dict[str, str]:
 
 def launch_spec(instance: Instance) -> LaunchSpec:
     lease = instance.reservation
+    image = launching.image_for(lease, instance.offering)
     tags = {
         **installation_tags(),
         TAG_PROJECT: lease.project.slug,
@@ -77,7 +96,7 @@ def launch_spec(instance: Instance) -> LaunchSpec:
     return LaunchSpec(
         region=instance.region,
         instance_type=instance.offering.instance_type,
-        image_id=lease.image.image_id if lease.image else "",
+        image_id=image.image_id if image else "",
         market=instance.market,
         tags=tuple(sorted(tags.items())),
         zone=instance.zone,
@@ -103,10 +122,12 @@ def _claim_launch(instance_id: int, now: datetime) -> bool:
 
 
 def provision_instance(*, instance_id: int, now: datetime | None = None) -> None:
-    """Launch one instance, exactly once however often this is delivered (L1).
+    """Launch one instance, exactly once however often this is delivered (L1), trying the
+    places of rental.services.failover in turn (L2).
 
-    Raises LaunchRetry for capacity, quota, throttling and transient errors; other
-    errors fail the lease at once with the provider's message.
+    Every call is an attempt row. Raises LaunchRetry (with the countdown the decision
+    chose) while a try is left; bad requests and bad credentials, spent attempts and the
+    provisioning timeout fail the lease with a message a person can act on.
     """
     now = now or timezone.now()
     if not _claim_launch(instance_id, now):
@@ -115,22 +136,76 @@ def provision_instance(*, instance_id: int, now: datetime | None = None) -> None
         "reservation__project",
         "reservation__requester",
         "reservation__image",
+        "reservation__gpu_model",
+        "reservation__offering",
         "offering",
         "account",
     ).get(pk=instance_id)
+    places = launching.launch_places(instance)
+    attempts = launching.attempts_of(instance_id)
+    decision = _next_try(instance, places, attempts, now=now)
+    if isinstance(decision, GiveUp):
+        message = launching.failure_message(
+            instance, attempts, decision, last_message=instance.last_error, now=now
+        )
+        fail_instance(instance_id=instance_id, message=message, now=now)
+        return
+    launching.aim(instance, decision.place)
     try:
         cloud = provider_for(instance).launch(
             launch_spec(instance), idempotency_key=instance.idempotency_key
         )
     except ProviderError as exc:
-        if exc.retryable:
-            Instance.objects.filter(pk=instance_id, state=State.LAUNCHING).update(
-                state=State.REQUESTED, last_error=exc.message[:500]
+        launching.record_attempt(
+            instance, decision.place, kind=exc.kind.value, message=exc.message, at=now
+        )
+        if exc.kind != ProviderErrorKind.TRANSIENT:
+            # The cloud refused, so nothing was created: a lease ended meanwhile need not
+            # wait for this launch (terminate_instance waits for a launch in flight).
+            _release_launch_of_ended(instance_id)
+        attempts.append(Attempt(decision.place, exc.kind.value, now))
+        after = _next_try(instance, places, attempts, now=now)
+        if isinstance(after, GiveUp):
+            message = launching.failure_message(
+                instance, attempts, after, last_message=exc.message, now=now
             )
-            raise LaunchRetry(exc.message) from exc
-        fail_instance(instance_id=instance_id, message=exc.message)
-        return
+            fail_instance(instance_id=instance_id, message=message, now=now)
+            return
+        countdown = max(after.wait, 1)
+        Instance.objects.filter(pk=instance_id, state=State.LAUNCHING).update(
+            state=State.REQUESTED,
+            last_error=exc.message[:500],
+            next_attempt_at=now + timedelta(seconds=countdown),
+        )
+        raise LaunchRetry(exc.message, countdown=countdown) from exc
+    launching.record_attempt(instance, decision.place, kind="", message="", at=now)
     record_launch(instance_id=instance_id, cloud=cloud, now=now)
+
+
+def _next_try(
+    instance: Instance, places: list[Place], attempts: list[Attempt], *, now: datetime
+) -> TryAt | GiveUp:
+    if attempts and not attempts[-1].kind:
+        # The cloud accepted a launch whose answer was not recorded: the same place again,
+        # where the idempotency key finds that instance.
+        return TryAt(attempts[-1].place, 0)
+    return next_try(
+        places=places,
+        attempts=attempts,
+        policy=launching.launch_policy(),
+        started_at=instance.reservation.start,
+        now=now,
+        jitter=random.random(),
+    )
+
+
+def _release_launch_of_ended(instance_id: int) -> None:
+    if Instance.objects.filter(pk=instance_id, state=State.STOPPING, external_id="").update(
+        claimed_at=None
+    ):
+        from rental import tasks
+
+        tasks.terminate_instance_task.delay(instance_id)
 
 
 @transaction.atomic
@@ -148,7 +223,12 @@ def record_launch(*, instance_id: int, cloud: CloudInstance, now: datetime) -> N
         at=now,
         after={"external_id": cloud.external_id, "zone": cloud.zone},
     )
-    if instance.state == State.STOPPING:  # the lease ended while the launch was in flight
+    if instance.state in (State.TERMINATED, State.FAILED):
+        # The row was closed while its launch was in flight: what the cloud created for it
+        # must not outlive it. Back to stopping, so the terminate confirms the end.
+        Instance.objects.filter(pk=instance.pk).update(state=State.STOPPING)
+        _enqueue_terminate(instance.pk)
+    elif instance.state == State.STOPPING:  # the lease ended while the launch was in flight
         _enqueue_terminate(instance.pk)
     else:
         transaction.on_commit(_enqueue_sync_soon)
@@ -166,16 +246,30 @@ def _link(instance: Instance, cloud: CloudInstance, *, now: datetime) -> None:
 
 
 @transaction.atomic
-def fail_instance(*, instance_id: int, message: str, now: datetime | None = None) -> None:
-    """A launch that cannot succeed: the instance and its lease fail with a reason."""
+def fail_instance(
+    *,
+    instance_id: int,
+    message: str,
+    now: datetime | None = None,
+    code: str = "launch_failed",
+) -> None:
+    """A launch that cannot succeed: the instance and its lease fail with a reason; what
+    the cloud may have created for it is terminated."""
     now = now or timezone.now()
     instance = Instance.objects.select_for_update().get(pk=instance_id)
     if instance.state not in (State.REQUESTED, State.LAUNCHING):
         return
-    instance.state = State.FAILED
     instance.termination_reason = TerminationReason.FAILED
     instance.last_error = message[:500]
-    instance.terminated_at = now
+    if instance.external_id or instance.attempts.filter(kind__in=("", "transient")).exists():
+        # An earlier call may have created it (accepted, or no answer): terminate whatever
+        # carries its key. No launch of it is in flight any more.
+        instance.state = State.STOPPING
+        instance.claimed_at = None
+        _enqueue_terminate(instance.pk)
+    else:
+        instance.state = State.FAILED
+        instance.terminated_at = now
     instance.save()
     lease = Reservation.objects.select_for_update().get(pk=instance.reservation_id)
     audit.record(
@@ -190,7 +284,7 @@ def fail_instance(*, instance_id: int, message: str, now: datetime | None = None
     if lease.status in (Status.PROVISIONING, Status.ACTIVE):
         lease.status = Status.ENDING
         lease.end_reason = TerminationReason.FAILED
-        lease.status_code = "launch_failed"
+        lease.status_code = code
         lease.status_message = message[:300]
         lease.ended_at = now
         lease.save()
@@ -262,25 +356,55 @@ def terminate_instance(*, instance_id: int, now: datetime | None = None) -> None
         return
     provider = provider_for(instance)
     try:
-        ids = (
-            [instance.external_id]
-            if instance.external_id
-            else [
+        if instance.external_id:
+            ids = [instance.external_id]
+        else:
+            ids = [
                 cloud.external_id
                 for cloud in provider.describe(
                     region=instance.region,
                     tag_filter={TAG_IDEMPOTENCY_KEY: instance.idempotency_key},
                 )
+                if cloud.state != CloudState.TERMINATED
             ]
-        )
+            if not ids and launch_may_be_in_flight(instance, now=now):
+                # Nothing carries the key yet, but the launch's answer may still come:
+                # its record_launch (or the sync, once the claim is stale) ends this.
+                return
+            if ids:
+                Instance.objects.filter(pk=instance_id, external_id="").update(external_id=ids[0])
         provider.terminate(ids, region=instance.region)
     except ProviderError as exc:
+        logger.warning("terminating instance %s failed: %s", instance_id, exc.kind)
+        _count_terminate_failure(instance, exc)
         if exc.retryable:
             raise LaunchRetry(exc.message) from exc
-        logger.warning("terminating instance %s failed: %s", instance_id, exc.kind)
-        Instance.objects.filter(pk=instance_id).update(last_error=exc.message[:500])
-        return
+        return  # the next sync sends it again
     mark_terminated(instance_id=instance_id, at=now)
+
+
+def _count_terminate_failure(instance: Instance, exc: ProviderError) -> None:
+    """A failed terminate: counted; at PORTAL_TERMINATE_MAX_ATTEMPTS admins are told, once,
+    that the instance may still be billing. The sync keeps sending it."""
+    Instance.objects.filter(pk=instance.pk).update(
+        last_error=exc.message[:500], terminate_failures=F("terminate_failures") + 1
+    )
+    failures = Instance.objects.values_list("terminate_failures", flat=True).get(pk=instance.pk)
+    if failures == settings.PORTAL_TERMINATE_MAX_ATTEMPTS:
+        orphans.tell_admins_still_billing(
+            external_id=instance.external_id or instance.idempotency_key,
+            account=instance.account,
+            region=instance.region,
+            failures=failures,
+            error=exc.message,
+        )
+
+
+def launch_may_be_in_flight(instance: Instance, *, now: datetime) -> bool:
+    """Whether a worker may still be waiting for this instance's RunInstances answer: it
+    was claimed for launch less than the stale-claim time ago."""
+    stale = now - timedelta(seconds=settings.PORTAL_LAUNCH_STALE_SECONDS)
+    return instance.claimed_at is not None and instance.claimed_at >= stale
 
 
 @transaction.atomic
@@ -325,6 +449,101 @@ def mark_terminated(*, instance_id: int, at: datetime, reason: str = "") -> None
         from rental import tasks
 
         tasks.admit_queued_task.delay(gpu_model_id)
+
+    transaction.on_commit(admit)
+
+
+def mark_terminated_many(ended: dict[int, datetime]) -> None:
+    """``mark_terminated`` for many rows in a few bulk queries (the sync's case: a describe
+    taken after the rows were read says they are gone). Within the caller's transaction;
+    ``ended`` maps row ids to the cloud's termination time."""
+    if not ended:
+        return
+    instances = list(
+        Instance.objects.select_for_update()
+        .filter(pk__in=list(ended))
+        .exclude(state__in=(State.TERMINATED, State.FAILED))
+        .select_related("reservation")
+    )
+    if not instances:
+        return
+    why: dict[int, tuple[str, datetime]] = {}
+    for instance in instances:
+        reason = instance.termination_reason or TerminationReason.PROVIDER
+        why[instance.pk] = (reason, ended[instance.pk])
+        instance.state = State.TERMINATED
+        instance.termination_reason = reason
+        instance.terminated_at = ended[instance.pk]
+    records = list(
+        UsageRecord.objects.select_for_update().filter(instance_id__in=list(why), end__isnull=True)
+    )
+    for record in records:
+        reason, at = why[record.instance_id]
+        record.end, record.end_reason = max(at, record.start), reason
+    UsageRecord.objects.bulk_update(records, ["end", "end_reason"], batch_size=1000)
+    Instance.objects.bulk_update(
+        instances, ["state", "termination_reason", "terminated_at"], batch_size=1000
+    )
+    AuditEvent.objects.bulk_create(
+        (
+            AuditEvent(
+                at=ended[instance.pk],
+                verb="instance.terminated",
+                object_type=Instance._meta.label_lower,
+                object_id=str(instance.pk),
+                project_id=instance.reservation.project_id,
+                before={},
+                after={"reason": why[instance.pk][0]},
+                source="worker",
+            )
+            for instance in instances
+        ),
+        batch_size=1000,
+    )
+    lease_ids = {instance.reservation_id for instance in instances}
+    first_end: dict[int, tuple[datetime, str]] = {}
+    for instance in instances:
+        reason, at = why[instance.pk]
+        if instance.reservation_id not in first_end or at < first_end[instance.reservation_id][0]:
+            first_end[instance.reservation_id] = (at, reason)
+    changed_leases = []
+    for lease in Reservation.objects.select_for_update().filter(pk__in=lease_ids):
+        if lease.status not in (Status.PROVISIONING, Status.ACTIVE):
+            continue
+        # Ended outside the portal (L3): the lease ends with it.
+        at, reason = first_end[lease.pk]
+        lease.status, lease.end_reason, lease.ended_at = Status.ENDING, reason, at
+        lease.status_message = _("The provider ended the instance.")
+        changed_leases.append(lease)
+        for other in lease.instances.select_for_update().exclude(pk__in=list(why)):
+            stop_billing_and_terminate(other, reason=reason, at=at)
+        notify(
+            [lease.requester],
+            subject=_("Ended by the provider: %(lease)s") % {"lease": lease},
+            link=lease.get_absolute_url(),
+        )
+    Reservation.objects.bulk_update(
+        changed_leases, ["status", "end_reason", "ended_at", "status_message"]
+    )
+    unfinished = set(
+        Instance.objects.filter(reservation_id__in=lease_ids)
+        .exclude(state__in=(State.TERMINATED, State.FAILED))
+        .values_list("reservation_id", flat=True)
+    )
+    finished = []
+    for lease in Reservation.objects.filter(pk__in=lease_ids - unfinished, status=Status.ENDING):
+        lease.status = FINAL_STATUS_BY_REASON.get(lease.end_reason, Status.ENDED)
+        finished.append(lease)
+    Reservation.objects.bulk_update(finished, ["status"])
+    gpu_models = set(
+        Reservation.objects.filter(pk__in=lease_ids).values_list("gpu_model_id", flat=True)
+    )
+
+    def admit() -> None:
+        from rental import tasks
+
+        for gpu_model_id in gpu_models:
+            tasks.admit_queued_task.delay(gpu_model_id)
 
     transaction.on_commit(admit)
 
@@ -375,77 +594,211 @@ def mark_running(instance: Instance, cloud: CloudInstance, *, now: datetime) -> 
         )
 
 
+@dataclass(frozen=True)
+class SyncRow:
+    """An instance row as the sync read it *before* asking the cloud: what the describe
+    answer is compared with (a cloud id recorded after this read is not in the snapshot)."""
+
+    pk: int
+    external_id: str
+
+
 def sync_instances(*, now: datetime | None = None) -> int:
     """Bring every live instance's state from the cloud (L3): one paginated describe per
-    account and region, never one call per instance. Returns the instances changed."""
+    account and region, never one call per instance. The rows are read before the
+    describe, so the snapshot is never older than the rows compared with it. An account
+    whose sync fails is recorded as such and does not stop the others. Returns the
+    instances changed."""
     now = now or timezone.now()
-    # The rows are read before the describe: an instance is only "gone" if it was linked
-    # to its cloud id before the snapshot was taken (a launch recorded meanwhile is not
-    # in the snapshot yet, and is still running).
-    groups: dict[tuple[int, str], dict[int, str]] = defaultdict(dict)
-    live = Instance.objects.filter(state__in=Instance.LIVE).values_list(
-        "pk", "account_id", "region", "external_id"
-    )
-    for pk, account_id, region, external_id in live:
-        groups[(account_id, region)][pk] = external_id
+    rows: dict[tuple[int, str], list[SyncRow]] = defaultdict(list)
+    for pk, account_id, region, external_id in Instance.objects.filter(
+        state__in=Instance.LIVE
+    ).values_list("pk", "account_id", "region", "external_id"):
+        rows[(account_id, region)].append(SyncRow(pk, external_id))
     changed = 0
-    for (account_id, region), linked in groups.items():
-        sample = Instance.objects.select_related("account").get(pk=next(iter(linked)))
+    accounts = {
+        account.pk: account
+        for account in ProviderAccount.objects.filter(
+            Q(pk__in={key[0] for key in rows}) | Q(is_active=True)
+        ).exclude(credentials_encrypted="")
+    }
+    # Regions without a live row are described too: an orphan may run there (L4).
+    offered = set(
+        Offering.objects.filter(account__in=list(accounts)).values_list("account_id", "region")
+    )
+    for account in accounts.values():
+        if account.is_active:
+            for region in {*account.regions, *(r for a, r in offered if a == account.pk)}:
+                rows.setdefault((account.pk, region), [])
+    errors: dict[int, list[str]] = defaultdict(list)
+    for (account_id, region), group in sorted(rows.items()):
+        account = accounts.get(account_id)
+        if account is None:
+            continue  # no credentials: nothing can be asked
         try:
-            cloud = provider_for(sample).describe(region=region, tag_filter=installation_tags())
+            changed += sync_region(account=account, region=region, rows=group, now=now)
         except ProviderError as exc:
+            errors[account_id].append(f"{region}: {exc.kind}: {exc.message}")
             logger.warning("sync of account %s in %s failed: %s", account_id, region, exc.kind)
-            continue
-        changed += apply_sync(linked_before=linked, cloud=cloud, now=now)
+        except Exception as exc:  # one broken account never blocks the others
+            errors[account_id].append(f"{region}: {type(exc).__name__}")
+            logger.exception("sync of account %s in %s failed", account_id, region)
+    # An account's sync is good only when every one of its regions was.
+    for account_id in {key[0] for key in rows} & set(accounts):
+        if errors[account_id]:
+            ProviderAccount.objects.filter(pk=account_id).update(
+                sync_error="; ".join(errors[account_id])[:1000], sync_failed_at=now
+            )
+        else:
+            ProviderAccount.objects.filter(pk=account_id).update(synced_at=now, sync_error="")
     _requeue_lost_launches(now)
+    changed += _time_out_launches(now)
+    return changed
+
+
+def _time_out_launches(now: datetime) -> int:
+    """L2: a launch whose lease has been provisioning longer than the provisioning timeout
+    fails, and what it created is terminated."""
+    timeout = settings.PORTAL_PROVISIONING_TIMEOUT_SECONDS
+    overdue = Instance.objects.filter(
+        state=State.LAUNCHING,
+        reservation__status=Status.PROVISIONING,
+        reservation__start__lt=now - timedelta(seconds=timeout),
+    ).values_list("pk", flat=True)
+    message = _(
+        "Not running %(minutes)s minutes after the launch began (the provisioning timeout); "
+        "what was started is terminated. Try again, or another GPU model or region."
+    ) % {"minutes": round(timeout / 60)}
+    for pk in list(overdue):
+        fail_instance(instance_id=pk, message=message, now=now, code="provisioning_timeout")
+    return len(overdue)
+
+
+def sync_region(
+    *, account: ProviderAccount, region: str, rows: list[SyncRow], now: datetime
+) -> int:
+    """One account and region: one describe by the installation's tag, the changes applied
+    in one transaction, then one describe by id of the instances missing past the grace
+    period before any of them is marked gone."""
+    provider = get_provider(account.config())
+    cloud = provider.describe(region=region, tag_filter=installation_tags())
+    changed, missing = apply_sync(rows=rows, cloud=cloud, now=now)
+    if missing:
+        confirmed = provider.describe_ids([row.external_id for row in missing], region=region)
+        changed += apply_gone(rows=missing, cloud=confirmed, now=now)
+    found = orphans.find_orphans(account=account, region=region, cloud=cloud, now=now)
+    orphans.handle_orphans(
+        provider=provider, account=account, region=region, orphans=found, cloud=cloud, now=now
+    )
     return changed
 
 
 @transaction.atomic
-def apply_sync(*, linked_before: dict[int, str], cloud: list[CloudInstance], now: datetime) -> int:
-    """Apply one describe snapshot to the rows read just before it was taken;
-    ``linked_before`` maps each row to the cloud id it had then ("" if none)."""
+def apply_sync(
+    *, rows: list[SyncRow], cloud: list[CloudInstance], now: datetime
+) -> tuple[int, list[SyncRow]]:
+    """Apply one describe taken after ``rows`` were read. Returns the instances changed
+    and the rows missing from the cloud for longer than the grace period, which only a
+    describe by id may mark gone (``apply_gone``)."""
     by_id = {item.external_id: item for item in cloud}
     by_key = {item.idempotency_key: item for item in cloud if item.idempotency_key}
-    stale = now - timedelta(seconds=settings.PORTAL_LAUNCH_STALE_SECONDS)
+    read = {row.pk: row for row in rows}
+    grace = timedelta(seconds=settings.PORTAL_SYNC_GRACE_SECONDS)
     changed = 0
+    overdue: list[SyncRow] = []
+    ended: dict[int, datetime] = {}
+    newly_missing: list[int] = []
+    seen_again: list[int] = []
     instances = Instance.objects.select_for_update().filter(
-        pk__in=linked_before, state__in=Instance.LIVE
+        pk__in=list(read), state__in=Instance.LIVE
     )
     for instance in instances.select_related("reservation"):
+        row = read[instance.pk]
         found = (
-            by_id.get(instance.external_id)
-            if instance.external_id
-            else by_key.get(instance.idempotency_key)
+            by_id.get(row.external_id) if row.external_id else by_key.get(instance.idempotency_key)
         )
         if found is None:
-            if instance.external_id and instance.external_id == linked_before[instance.pk]:
-                # Gone from the cloud without a trace: ended outside the portal.
-                mark_terminated(instance_id=instance.pk, at=now)
-                changed += 1
-            elif (
-                instance.state == State.LAUNCHING
-                and instance.claimed_at
-                and (instance.claimed_at < stale)
-            ):
-                instance.state = State.REQUESTED
-                instance.save(update_fields=["state"])
-                _enqueue_provision(instance.pk)
-                changed += 1
+            if row.external_id and instance.external_id == row.external_id:
+                if instance.missing_since is None:
+                    newly_missing.append(instance.pk)
+                elif now - instance.missing_since >= grace:
+                    overdue.append(row)
+            elif not row.external_id and not instance.external_id:
+                changed += _handle_unseen_launch(instance, now=now)
             continue
-        if not instance.external_id:
-            _link(instance, found, now=now)  # a launch whose worker died before recording it
+        if instance.missing_since is not None:
+            seen_again.append(instance.pk)
+        changed += _apply_cloud_state(instance, found, now=now, ended=ended)
+    if newly_missing:
+        Instance.objects.filter(pk__in=newly_missing).update(missing_since=now)
+    if seen_again:
+        Instance.objects.filter(pk__in=seen_again).update(missing_since=None)
+    mark_terminated_many(ended)
+    return changed, overdue
+
+
+def _handle_unseen_launch(instance: Instance, *, now: datetime) -> int:
+    """A row with no cloud id that the describe does not list by its key either."""
+    if instance.state == State.STOPPING:
+        _enqueue_terminate(instance.pk)  # it decides whether a launch is still in flight
+        return 0
+    if instance.state == State.LAUNCHING and not launch_may_be_in_flight(instance, now=now):
+        instance.state = State.REQUESTED  # its worker died before reaching the cloud
+        instance.save(update_fields=["state"])
+        _enqueue_provision(instance.pk)
+        return 1
+    return 0
+
+
+def _apply_cloud_state(
+    instance: Instance,
+    found: CloudInstance,
+    *,
+    now: datetime,
+    ended: dict[int, datetime],
+) -> int:
+    """Apply what one describe says of one row; terminations are gathered in ``ended``
+    (row id → the cloud's time) and written in bulk by the caller."""
+    changed = 0
+    if not instance.external_id:
+        _link(instance, found, now=now)  # a launch whose worker died before recording it
+        changed += 1
+    if found.state in (CloudState.SHUTTING_DOWN, CloudState.TERMINATED):
+        at = found.state_changed_at or now
+        ended[instance.pk] = min(max(at, instance.running_at or at), now)
+        return changed + 1
+    if found.state == CloudState.RUNNING and instance.state == State.LAUNCHING:
+        mark_running(instance, found, now=now)
+        return changed + 1
+    if instance.state == State.STOPPING:
+        _enqueue_terminate(instance.pk)  # the terminate task may have been lost
+    return changed
+
+
+@transaction.atomic
+def apply_gone(*, rows: list[SyncRow], cloud: list[CloudInstance], now: datetime) -> int:
+    """Apply a describe by id of instances missing past the grace period: one the cloud
+    does not know is gone (its usage closes when it was first missed: the cloud gives no
+    time for an instance it forgot); one it lists is handled as any describe answer."""
+    by_id = {item.external_id: item for item in cloud}
+    read = {row.pk: row for row in rows}
+    changed = 0
+    ended: dict[int, datetime] = {}
+    instances = Instance.objects.select_for_update().filter(
+        pk__in=list(read), state__in=Instance.LIVE
+    )
+    for instance in instances.select_related("reservation"):
+        if instance.external_id != read[instance.pk].external_id:
+            continue
+        found = by_id.get(instance.external_id)
+        if found is None:
+            at = instance.missing_since or now
+            ended[instance.pk] = max(at, instance.running_at or at)
             changed += 1
-        if found.state in (CloudState.SHUTTING_DOWN, CloudState.TERMINATED):
-            at = found.state_changed_at or now
-            at = min(max(at, instance.running_at or at), now)
-            mark_terminated(instance_id=instance.pk, at=at)
-            changed += 1
-        elif found.state == CloudState.RUNNING and instance.state == State.LAUNCHING:
-            mark_running(instance, found, now=now)
-            changed += 1
-        elif instance.state == State.STOPPING:
-            _enqueue_terminate(instance.pk)  # the terminate task may have been lost
+            continue
+        Instance.objects.filter(pk=instance.pk).update(missing_since=None)
+        changed += _apply_cloud_state(instance, found, now=now, ended=ended)
+    mark_terminated_many(ended)
     return changed
 
 
@@ -456,15 +809,19 @@ def _enqueue_provision(instance_id: int) -> None:
 
 
 def _requeue_lost_launches(now: datetime) -> None:
-    """A launch task lost by the broker: requested instances of admitted leases that
-    nobody claimed in time are sent again (a duplicate would find nothing to claim)."""
+    """A launch task lost by the broker (or held by a dead worker): requested instances of
+    admitted leases that nobody claimed within the stale-claim time of their admission or
+    of their scheduled retry are sent again (a duplicate would find nothing to claim)."""
     from rental import tasks
 
     stale = now - timedelta(seconds=settings.PORTAL_LAUNCH_STALE_SECONDS)
-    lost = Instance.objects.filter(
-        state=State.REQUESTED,
-        reservation__status=Status.PROVISIONING,
-        reservation__start__lt=stale,
-    ).values_list("pk", flat=True)
+    lost = (
+        Instance.objects.filter(state=State.REQUESTED, reservation__status=Status.PROVISIONING)
+        .filter(
+            Q(next_attempt_at__isnull=True, reservation__start__lt=stale)
+            | Q(next_attempt_at__lt=stale)
+        )
+        .values_list("pk", flat=True)
+    )
     for pk in lost:
         tasks.provision_instance_task.delay(pk)

@@ -219,6 +219,7 @@ def submit_reservation(
     image: Image | None = None,
     purpose: str = "",
     requeue_on_preemption: bool = False,
+    allow_other_instance_types: bool = True,
     now: datetime | None = None,
     source: str = "web",
 ) -> Reservation:
@@ -264,6 +265,7 @@ def submit_reservation(
         end=now + timedelta(seconds=int(hours * 3600)),
         submitted_at=now,
         requeue_on_preemption=requeue_on_preemption,
+        allow_other_instance_types=allow_other_instance_types,
         status=Status.PENDING_APPROVAL,
     )
     _apply(reservation, decision, now=now)

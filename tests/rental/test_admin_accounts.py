@@ -27,6 +27,8 @@ from rental.models import (
     DataVolume,
     GpuModel,
     Instance,
+    LaunchAttempt,
+    Orphan,
     Pool,
     ProviderAccount,
     Quota,
@@ -398,6 +400,27 @@ def add_rows(tag: str, seed: int, actor) -> None:
     )
     UtilizationSample.objects.create(
         instance=instance, at=NOW, gpu_utilization=[50], memory_used_mb=[1000]
+    )
+    LaunchAttempt.objects.create(
+        instance=instance,
+        offering=offering,
+        account=account,
+        region="us-east-1",
+        zone="us-east-1a",
+        instance_type=offering.instance_type,
+        kind="capacity",
+        message="InsufficientInstanceCapacity",
+        at=NOW,
+    )
+    Orphan.objects.create(
+        account=account,
+        region="us-east-1",
+        external_id=f"i-stray{seed:010d}",
+        instance_type=offering.instance_type,
+        tags={"gpu-portal:project": project.slug},
+        launched_at=NOW,
+        first_seen_at=NOW,
+        last_seen_at=NOW,
     )
     SshKey.objects.create(user=engineer, name=f"laptop-{tag}", public_key=ssh_public_key(seed))
     DataVolume.objects.create(

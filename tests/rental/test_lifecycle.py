@@ -15,7 +15,7 @@ from rental.providers.base import (
     TAG_RESERVATION,
     CloudState,
 )
-from rental.services.instances import _claim_launch, launch_spec, provider_for
+from rental.services.instances import SyncRow, _claim_launch, launch_spec, provider_for
 from tests import factories
 
 Status = Reservation.Status
@@ -117,7 +117,7 @@ def test_it_relaunches_a_stale_claim_without_a_second_instance(f0c, t0, cloud):
     assert _claim_launch(instance.pk, t0)
     instance.refresh_from_db()
     provider_for(instance).launch(launch_spec(instance), idempotency_key=instance.idempotency_key)
-    later = t0 + timedelta(hours=1)  # past PORTAL_LAUNCH_STALE_SECONDS
+    later = t0 + timedelta(minutes=5)  # past PORTAL_LAUNCH_STALE_SECONDS
     services.provision_instance(instance_id=instance.pk, now=later)
     instance.refresh_from_db()
     assert len(cloud_instances(f0c)) == 1
@@ -204,13 +204,11 @@ def test_it_keeps_a_launch_recorded_while_the_sync_was_describing(f0c, t0, cloud
     """The sync reads its rows, then describes; a launch recorded in between is not in the
     snapshot, and must not be taken for an instance ended outside the portal."""
     instance = submit(f0c, t0).instances.get()
-    linked_before = {instance.pk: instance.external_id}  # the sync reads the row: no cloud id
+    rows = [SyncRow(instance.pk, instance.external_id)]  # the sync reads the row: no cloud id
     snapshot = cloud_instances(f0c)  # ... and describes: nothing launched yet
     services.provision_instance(instance_id=instance.pk, now=t0)  # the launch lands meanwhile
 
-    services.instances.apply_sync(
-        linked_before=linked_before, cloud=snapshot, now=t0 + timedelta(seconds=1)
-    )
+    services.instances.apply_sync(rows=rows, cloud=snapshot, now=t0 + timedelta(seconds=1))
 
     instance.refresh_from_db()
     assert instance.state == State.LAUNCHING
