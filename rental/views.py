@@ -21,7 +21,7 @@ from rental import selectors, services
 from rental.forms import DecisionForm, LeaseRequestForm
 from rental.models import Offering, Reservation, Tier
 from rental.selectors import QuotaStatus
-from rental.services.leases import parse_hours, preview_admission, validate_request
+from rental.services.admission import parse_hours, preview_admission, validate_request
 
 Status = Reservation.Status
 

@@ -147,6 +147,28 @@ class Reservation(models.Model):
     end_reason = models.CharField(
         _("end reason"), max_length=20, choices=TerminationReason.choices, blank=True
     )
+    # Q8: a victim told at T is ended at ``notice_due_at`` = T + notice; the lease that
+    # needs its GPUs waits until ``reclaim_due_at``. Due times are rows, not countdowns.
+    notice_due_at = models.DateTimeField(_("preempted at"), null=True, blank=True, db_index=True)
+    preempted_for = models.ForeignKey(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="victims",
+        verbose_name=_("preempted for"),
+    )
+    reclaim_due_at = models.DateTimeField(
+        _("starts when reclaimed at"), null=True, blank=True, db_index=True
+    )
+    requeued_from = models.ForeignKey(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="requeued_as",
+        verbose_name=_("re-queued from"),
+    )
     updated_at = models.DateTimeField(_("updated at"), auto_now=True)
 
     class Meta:

@@ -19,6 +19,7 @@ from django.utils.translation import gettext as _
 
 from portal import audit
 from portal.notifications import notify
+from rental import jobs
 from rental.models import Instance, Reservation, TerminationReason, UsageRecord
 from rental.providers.base import (
     TAG_IDEMPOTENCY_KEY,
@@ -232,15 +233,11 @@ def stop_billing_and_terminate(instance: Instance, *, reason: str, at: datetime)
 
 
 def _enqueue_terminate(instance_id: int) -> None:
-    from rental import tasks
-
-    transaction.on_commit(lambda: tasks.terminate_instance_task.delay(instance_id))
+    jobs.terminate_on_commit(instance_id)
 
 
 def _enqueue_sync_soon() -> None:
-    from rental import tasks
-
-    tasks.sync_instances_task.apply_async(countdown=2)
+    jobs.sync_soon()
 
 
 def finish_if_all_terminated(reservation_id: int) -> None:
@@ -319,14 +316,7 @@ def mark_terminated(*, instance_id: int, at: datetime, reason: str = "") -> None
             link=lease.get_absolute_url(),
         )
     finish_if_all_terminated(lease.pk)
-    gpu_model_id = lease.gpu_model_id
-
-    def admit() -> None:
-        from rental import tasks
-
-        tasks.admit_queued_task.delay(gpu_model_id)
-
-    transaction.on_commit(admit)
+    jobs.admit_queued_on_commit(lease.gpu_model_id)
 
 
 def mark_running(instance: Instance, cloud: CloudInstance, *, now: datetime) -> None:
@@ -445,16 +435,12 @@ def apply_sync(*, instance_ids: list[int], cloud: list[CloudInstance], now: date
 
 
 def _enqueue_provision(instance_id: int) -> None:
-    from rental import tasks
-
-    transaction.on_commit(lambda: tasks.provision_instance_task.delay(instance_id))
+    jobs.provision_on_commit([instance_id])
 
 
 def _requeue_lost_launches(now: datetime) -> None:
     """A launch task lost by the broker: requested instances of admitted leases that
     nobody claimed in time are sent again (a duplicate would find nothing to claim)."""
-    from rental import tasks
-
     stale = now - timedelta(seconds=settings.PORTAL_LAUNCH_STALE_SECONDS)
     lost = Instance.objects.filter(
         state=State.REQUESTED,
@@ -462,4 +448,4 @@ def _requeue_lost_launches(now: datetime) -> None:
         reservation__start__lt=stale,
     ).values_list("pk", flat=True)
     for pk in lost:
-        tasks.provision_instance_task.delay(pk)
+        jobs.provision_now(pk)
