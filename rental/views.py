@@ -447,7 +447,9 @@ def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
 def panel_leases(request: HttpRequest) -> HttpResponse:
     leases = list(
         selectors.leases(
-            Reservation.objects.filter(requester=request.user).exclude(status__in=Reservation.FINAL)
+            access.scope(Reservation.objects.filter(requester=request.user), request.user).exclude(
+                status__in=Reservation.FINAL
+            )
         )[:8]
     )
     return render(
