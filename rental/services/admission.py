@@ -17,7 +17,13 @@ from django.utils.module_loading import import_string
 from django.utils.translation import gettext as _
 
 from portal import access, audit
-from portal.errors import DomainError, InvalidInput, InvalidTransition, NotPermitted
+from portal.errors import (
+    DomainError,
+    InvalidInput,
+    InvalidTransition,
+    NotPermitted,
+    QuotaExceeded,
+)
 from portal.models import Project
 from rental import selectors
 from rental.models import (
@@ -183,7 +189,7 @@ def admission(
     project_id = project if isinstance(project, int) else project.pk
     quota = selectors.quota_for(project_id, pool.gpu_model_id)
     return decide_admission(
-        read_standing(pool, project_id, quota),
+        read_standing(pool, project_id, quota, priority=priority),
         quota,
         gpu_count=gpu_count,
         hours=hours,
@@ -306,7 +312,7 @@ def submit_reservation(
     quota = selectors.quota_for(project, gpu_model)
     end = now + timedelta(seconds=lease_seconds(hours))
     pool = lock_pool(gpu_model)
-    standing = read_standing(pool, project.pk, quota)
+    standing = read_standing(pool, project.pk, quota, priority=priority)
     decision = decide_admission(
         standing, quota, gpu_count=gpu_count, hours=hours, priority=priority, market=market
     )
@@ -339,8 +345,20 @@ def submit_reservation(
         status=Status.PENDING_APPROVAL,
     )
     apply_decision(reservation, decision, now=now)
-    if reservation.status == Status.QUEUED:
-        reclaim.reclaim_for(pool=pool, lease=reservation, standing=standing, now=now)
+    if (
+        reservation.status == Status.QUEUED
+        and not reclaim.reclaim_for(pool=pool, lease=reservation, standing=standing, now=now)
+        and decision.code == "needs_own_reclaim"
+    ):
+        raise QuotaExceeded(
+            _(
+                "Production leases run only within the project's guarantee, and its own leases "
+                "cannot give %(n)s GPUs back."
+            )
+            % {"n": gpu_count},
+            code="production_over_guarantee",
+            field="priority",
+        )
     audit.record(
         actor=actor,
         verb="lease.submitted",
@@ -389,7 +407,7 @@ def approve_reservation(
     pool = lock_pool(reservation.gpu_model_id)
     reservation = _decidable(actor, reservation)
     quota = selectors.quota_for(reservation.project_id, reservation.gpu_model_id)
-    standing = read_standing(pool, reservation.project_id, quota)
+    standing = read_standing(pool, reservation.project_id, quota, priority=reservation.priority)
     decision = decide(
         standing,
         gpu_count=reservation.gpu_count,

@@ -24,6 +24,9 @@ class Standing:
     used: int  # U, non-spot
     capacity: int  # C
     running: int  # GPUs held in the pool: running, under notice, claimed by reclaims (Q8)
+    # The project's own guaranteed GPUs a request of this priority may take back (Q6 step 3:
+    # lower priority, non-production, not already under notice).
+    displaceable: int = 0
 
     @property
     def free(self) -> int:
@@ -63,6 +66,21 @@ def decide(
         return _with_room(standing, gpu_count, Tier.SPOT)
     if standing.used_guaranteed + gpu_count <= standing.guaranteed:
         return _with_room(standing, gpu_count, Tier.GUARANTEED)
+    if (
+        priority == Priority.PRODUCTION
+        and standing.used_guaranteed - standing.displaceable + gpu_count <= standing.guaranteed
+    ):
+        # Room in the guarantee once the project's own lower-priority leases give theirs
+        # back (Q6 step 3, scenario 5): the reclaim decides which.
+        return Decision(
+            status=Status.QUEUED,
+            tier=Tier.GUARANTEED,
+            code="needs_own_reclaim",
+            message=_(
+                "The project's guarantee is in use by its own lower-priority leases; "
+                "they give their GPUs back."
+            ),
+        )
     if priority == Priority.PRODUCTION:
         raise QuotaExceeded(
             _(

@@ -11,7 +11,7 @@ from django.db.models import Q, Sum
 from django.utils.translation import gettext as _
 
 from portal.errors import InvalidInput
-from rental.models import GpuModel, Pool, Quota, Reservation, TerminationReason, Tier
+from rental.models import GpuModel, Pool, Priority, Quota, Reservation, TerminationReason, Tier
 from rental.services.admission_rules import Standing
 
 Status = Reservation.Status
@@ -68,18 +68,25 @@ def pool_use(pool: Pool) -> PoolUse:
     )
 
 
-def read_standing(pool: Pool, project_id: int, quota: Quota | None) -> Standing:
+def read_standing(
+    pool: Pool, project_id: int, quota: Quota | None, *, priority: str = Priority.LEARNING
+) -> Standing:
     """The project's and the pool's standing in one aggregate query (Q2, Q4, Q8).
 
     A claiming lease counts in its project's use already, so a second request cannot
     take the same guarantee while the first waits for its victims."""
     mine = Q(project_id=project_id) & (HOLDING_GPUS | CLAIMING)
+    displaceable = Q(project_id=project_id, tier=Tier.GUARANTEED, notice_due_at__isnull=True) & Q(
+        status__in=(Status.PROVISIONING, Status.ACTIVE)
+    )
     row = Reservation.objects.filter(gpu_model_id=pool.gpu_model_id).aggregate(
         running=Sum("gpu_count", filter=HOLDING_GPUS),
         noticed=Sum("gpu_count", filter=NOTICED),
         claimed=Sum("gpu_count", filter=CLAIMING),
         used_guaranteed=Sum("gpu_count", filter=mine & Q(tier=Tier.GUARANTEED)),
         used=Sum("gpu_count", filter=mine & ~Q(tier=Tier.SPOT)),
+        own_learning=Sum("gpu_count", filter=displaceable & Q(priority=Priority.LEARNING)),
+        own_experiment=Sum("gpu_count", filter=displaceable & Q(priority=Priority.EXPERIMENT)),
     )
     use = PoolUse(
         capacity=pool.capacity,
@@ -94,4 +101,8 @@ def read_standing(pool: Pool, project_id: int, quota: Quota | None) -> Standing:
         used=row["used"] or 0,
         capacity=pool.capacity,
         running=use.held,
+        # Only a production request may take its own project's guarantee back (Q2, Q6).
+        displaceable=(row["own_learning"] or 0) + (row["own_experiment"] or 0)
+        if priority == Priority.PRODUCTION
+        else 0,
     )

@@ -68,6 +68,9 @@ def reclaim_for(*, pool: Pool, lease: Reservation, standing: Standing, now: date
         project_id=lease.project_id,
         priority=lease.priority,
         mode=mode,
+        guarantee_short=standing.used_guaranteed + lease.gpu_count - standing.guaranteed
+        if lease.tier == Tier.GUARANTEED
+        else 0,
     )
     if not victims:
         return False
@@ -207,7 +210,7 @@ def process_pool_due(*, gpu_model_id: int, now: datetime) -> int:
         quota = selectors.quota_for(lease.project_id, gpu_model_id)
         try:
             decision = decide(
-                read_standing(pool, lease.project_id, quota),
+                read_standing(pool, lease.project_id, quota, priority=lease.priority),
                 gpu_count=lease.gpu_count,
                 priority=lease.priority,
                 market=lease.market,

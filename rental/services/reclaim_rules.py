@@ -78,24 +78,37 @@ def choose_victims(
     project_id: int,
     priority: str,
     mode: str,
+    guarantee_short: int = 0,
 ) -> list[Candidate] | None:
-    """Victims that free ``need − free`` GPUs: greedily in Q6 order, then every victim
-    whose GPUs are not needed is dropped (latest taken first). None when even all the
-    candidates would not make room; an empty list when there is room already."""
+    """Victims that free ``need − free`` GPUs of the pool and, for a production request
+    over its guarantee, ``guarantee_short`` GPUs of its own project's guarantee.
+
+    Greedy in Q6 order until both are covered, then every victim that is not needed is
+    dropped (latest taken first). None when even all the candidates would not make room;
+    an empty list when there is room already."""
     missing = need - free
-    if missing <= 0:
+
+    def gives_guarantee(lease: Candidate) -> int:
+        return lease.gpus if lease.project_id == project_id and lease.tier == Tier.GUARANTEED else 0
+
+    if missing <= 0 and guarantee_short <= 0:
         return []
     chosen: list[Candidate] = []
-    freed = 0
+    freed = freed_guarantee = 0
     for candidate in reclaim_order(candidates, project_id=project_id, priority=priority, mode=mode):
-        if freed >= missing:
+        if freed >= missing and freed_guarantee >= guarantee_short:
             break
         chosen.append(candidate)
         freed += candidate.gpus
-    if freed < missing:
+        freed_guarantee += gives_guarantee(candidate)
+    if freed < missing or freed_guarantee < guarantee_short:
         return None
     for candidate in reversed(list(chosen)):
-        if freed - candidate.gpus >= missing:
+        if (
+            freed - candidate.gpus >= missing
+            and freed_guarantee - gives_guarantee(candidate) >= guarantee_short
+        ):
             chosen.remove(candidate)
             freed -= candidate.gpus
+            freed_guarantee -= gives_guarantee(candidate)
     return chosen
