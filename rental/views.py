@@ -22,6 +22,7 @@ from rental.forms import DecisionForm, LeaseRequestForm
 from rental.models import Offering, Reservation, Tier
 from rental.selectors import QuotaStatus
 from rental.services.admission import parse_hours, preview_admission, validate_request
+from rental.services.queue import queue_positions
 
 Status = Reservation.Status
 
@@ -291,12 +292,36 @@ def lease_list_partial(request: HttpRequest) -> HttpResponse:
 
 def _lease_context(request: HttpRequest, pk: int) -> dict[str, Any]:
     lease = access.get_visible_or_404(selectors.leases(), request.user, pk=pk)
+    wait: dict[str, Any] = {}
+    if lease.status == Status.QUEUED:
+        positions = queue_positions(lease.gpu_model_id)
+        wait = {"position": positions.get(lease.pk), "queued": len(positions)}
     return {
         "lease": lease,
         "instances": list(lease.instances.all()),
         "may_end": lease.can_end and _may_end(request.user, lease),
         "polling": lease.status in POLL_WHILE,
+        "wait": wait,
+        "wait_hint": _wait_hint(lease),
     }
+
+
+def _wait_hint(lease: Reservation) -> str:
+    """What would let a waiting lease start, in words (no reason codes on pages)."""
+    if lease.status == Status.QUEUED and lease.reclaim_due_at:
+        return _("It starts at %(at)s UTC, when the leases it preempted have ended.") % {
+            "at": lease.reclaim_due_at.strftime("%Y-%m-%d %H:%M:%S")
+        }
+    if lease.status == Status.QUEUED:
+        return _(
+            "It starts by itself as soon as %(n)s GPUs of the pool are free: when a lease "
+            "ends or is preempted, or when the pool's capacity is raised."
+        ) % {"n": lease.gpu_count}
+    if lease.status == Status.PENDING_APPROVAL:
+        return _("A manager of %(project)s must approve it.") % {"project": lease.project.name}
+    if lease.status == Status.SCHEDULED:
+        return _("It starts at %(at)s UTC.") % {"at": lease.start.strftime("%Y-%m-%d %H:%M:%S")}
+    return ""
 
 
 @login_required
