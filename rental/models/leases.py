@@ -147,6 +147,8 @@ class Reservation(models.Model):
     end_reason = models.CharField(
         _("end reason"), max_length=20, choices=TerminationReason.choices, blank=True
     )
+    # Booked ahead (R1–R4): admitted by the R2 sweep, held from start − notice (R4).
+    is_reservation = models.BooleanField(_("booked ahead"), default=False)
     # Q8: a victim told at T is ended at ``notice_due_at`` = T + notice; the lease that
     # needs its GPUs waits until ``reclaim_due_at``. Due times are rows, not countdowns.
     notice_due_at = models.DateTimeField(_("preempted at"), null=True, blank=True, db_index=True)

@@ -37,7 +37,7 @@ from rental.models import (
     Reservation,
     Tier,
 )
-from rental.services import notices, reclaim
+from rental.services import notices, reclaim, reservations
 from rental.services.admission_rules import Decision, Standing, decide, needs_approval
 from rental.services.placement import apply_decision
 from rental.services.pool import lock_pool, read_standing
@@ -285,10 +285,13 @@ def submit_reservation(
     image: Image | None = None,
     purpose: str = "",
     requeue_on_preemption: bool = False,
+    start: datetime | None = None,
     now: datetime | None = None,
     source: str = "web",
 ) -> Reservation:
-    """Ask for GPUs now. The lease is admitted (Q2, Q4), takes capacity back (Q6, Q7),
+    """Ask for GPUs now, or from ``start`` on (a booking: R1, R2, then ``scheduled``).
+
+    Now: The lease is admitted (Q2, Q4), takes capacity back (Q6, Q7),
     is queued, sent for approval or refused.
 
     Refusals raise InvalidInput (a field breaks R1), QuotaExceeded (Q2) or a DomainError
@@ -310,21 +313,32 @@ def submit_reservation(
         image=image,
     )
     quota = selectors.quota_for(project, gpu_model)
-    end = now + timedelta(seconds=lease_seconds(hours))
+    booking = start is not None and start != now
+    begins = start if booking else now
+    end = begins + timedelta(seconds=lease_seconds(hours))
+    if booking:
+        reservations.validate_window(start=begins, end=end, market=market, now=now)
     pool = lock_pool(gpu_model)
     standing = read_standing(pool, project.pk, quota, priority=priority)
-    decision = decide_admission(
-        standing, quota, gpu_count=gpu_count, hours=hours, priority=priority, market=market
-    )
+    if booking:
+        decision = decide_admission(
+            standing, quota, gpu_count=gpu_count, hours=hours, priority=priority, market=market
+        )
+        if decision.status != Status.PENDING_APPROVAL:
+            decision = Decision(status=Status.SCHEDULED, tier=Tier.RESERVED)
+    else:
+        decision = decide_admission(
+            standing, quota, gpu_count=gpu_count, hours=hours, priority=priority, market=market
+        )
     run_admission_checks(
         project=project,
         gpu_model=gpu_model,
         gpu_count=gpu_count,
         tier=decision.tier,
         market=market,
-        starts_at=now,
+        starts_at=begins,
         ends_at=end,
-        is_reservation=False,
+        is_reservation=booking,
         now=now,
     )
     reservation = Reservation.objects.create(
@@ -338,13 +352,17 @@ def submit_reservation(
         priority=priority,
         image=image,
         purpose=purpose.strip()[:300],
-        start=now,
+        start=begins,
         end=end,
         submitted_at=now,
         requeue_on_preemption=requeue_on_preemption,
+        is_reservation=booking,
         status=Status.PENDING_APPROVAL,
     )
-    apply_decision(reservation, decision, now=now)
+    if decision.status == Status.SCHEDULED:
+        reservations.schedule(pool=pool, reservation=reservation, now=now)
+    else:
+        apply_decision(reservation, decision, now=now)
     if (
         reservation.status == Status.QUEUED
         and not reclaim.reclaim_for(pool=pool, lease=reservation, standing=standing, now=now)
@@ -406,19 +424,26 @@ def approve_reservation(
     now = now or timezone.now()
     pool = lock_pool(reservation.gpu_model_id)
     reservation = _decidable(actor, reservation)
-    quota = selectors.quota_for(reservation.project_id, reservation.gpu_model_id)
-    standing = read_standing(pool, reservation.project_id, quota, priority=reservation.priority)
-    decision = decide(
-        standing,
-        gpu_count=reservation.gpu_count,
-        priority=reservation.priority,
-        market=reservation.market,
-        approved=True,
-    )
     reservation.approved_by = actor
     reservation.approved_at = now
     reservation.decision_comment = comment.strip()
-    apply_decision(reservation, decision, now=now)
+    quota = selectors.quota_for(reservation.project_id, reservation.gpu_model_id)
+    standing = read_standing(pool, reservation.project_id, quota, priority=reservation.priority)
+    if reservation.is_reservation and reservation.start > now:
+        reservations.schedule(pool=pool, reservation=reservation, now=now)
+    else:
+        if reservation.is_reservation:
+            reservations.validate_window(
+                start=reservation.start, end=reservation.end, market=reservation.market, now=now
+            )
+        decision = decide(
+            standing,
+            gpu_count=reservation.gpu_count,
+            priority=reservation.priority,
+            market=reservation.market,
+            approved=True,
+        )
+        apply_decision(reservation, decision, now=now)
     if reservation.status == Status.QUEUED:
         reclaim.reclaim_for(pool=pool, lease=reservation, standing=standing, now=now)
     audit.record(

@@ -26,6 +26,10 @@ def end_locked(reservation: Reservation, *, reason: str, at: datetime) -> str:
         reservation.end_reason = reason
         reservation.reclaim_due_at = None
         reservation.save()
+        # Nobody needs the victims' GPUs any more: their notices are called off.
+        Reservation.objects.filter(
+            preempted_for=reservation, status__in=(Status.PROVISIONING, Status.ACTIVE)
+        ).update(notice_due_at=None, preempted_for=None, status_code="", status_message="")
     elif reservation.status in (Status.PROVISIONING, Status.ACTIVE):
         reservation.status = Status.ENDING
         reservation.end_reason = reason

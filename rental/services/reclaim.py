@@ -18,7 +18,7 @@ from portal import audit
 from portal.errors import QuotaExceeded
 from rental import jobs, selectors
 from rental.models import Pool, Reservation, TerminationReason, Tier
-from rental.services import notices
+from rental.services import notices, reservations
 from rental.services.admission_rules import Standing, decide
 from rental.services.ending import end_locked
 from rental.services.placement import apply_decision
@@ -168,7 +168,9 @@ def process_due(*, now: datetime | None = None) -> int:
     rows were due. Safe to run often and twice: each row is claimed under the pool lock."""
     now = now or timezone.now()
     due = Reservation.objects.filter(
-        (NOTICED & Q(notice_due_at__lte=now)) | (CLAIMING & Q(reclaim_due_at__lte=now))
+        (NOTICED & Q(notice_due_at__lte=now))
+        | (CLAIMING & Q(reclaim_due_at__lte=now))
+        | reservations.starting_soon(now)
     )
     done = 0
     for gpu_model_id in sorted(set(due.values_list("gpu_model_id", flat=True))):
@@ -182,6 +184,12 @@ def process_pool_due(*, gpu_model_id: int, now: datetime) -> int:
 
     pool = lock_pool(gpu_model_id)
     done = 0
+    starting = Reservation.objects.select_for_update().filter(
+        reservations.starting_soon(now), gpu_model_id=gpu_model_id
+    )
+    for lease in starting.order_by("start", "pk"):
+        reservations.begin(pool=pool, lease=lease, now=now)
+        done += 1
     victims = Reservation.objects.select_for_update().filter(
         NOTICED, gpu_model_id=gpu_model_id, notice_due_at__lte=now
     )
@@ -207,6 +215,10 @@ def process_pool_due(*, gpu_model_id: int, now: datetime) -> int:
         at = lease.reclaim_due_at
         lease.reclaim_due_at = None
         lease.save(update_fields=["reclaim_due_at"])
+        if lease.is_reservation:
+            reservations.start(pool=pool, lease=lease, at=at)
+            done += 1
+            continue
         quota = selectors.quota_for(lease.project_id, gpu_model_id)
         try:
             decision = decide(
