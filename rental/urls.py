@@ -17,6 +17,8 @@ urlpatterns = [
     path("approvals/<int:pk>/reject/", views.lease_reject, name="lease_reject"),
     path("projects/", views.project_list, name="projects"),
     path("projects/<slug:slug>/", views.project_detail, name="project"),
+    path("pools/", views.pool_list, name="pools"),
+    path("pools/<int:pk>/", views.pool_detail, name="pool"),
     path("panels/leases/", views.panel_leases, name="panel_leases"),
     path("panels/approvals/", views.panel_approvals, name="panel_approvals"),
 ]

@@ -2,6 +2,7 @@
 and the project pages. Views parse input, call one service or selector, and render."""
 
 from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -11,6 +12,7 @@ from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
@@ -19,10 +21,12 @@ from portal.errors import DomainError, InvalidInput, QuotaExceeded
 from portal.models import Project
 from rental import selectors, services
 from rental.forms import DecisionForm, LeaseRequestForm
-from rental.models import Offering, Reservation, Tier
+from rental.models import Offering, Pool, Reservation, Tier
 from rental.selectors import QuotaStatus
+from rental.services import reservations
 from rental.services.admission import parse_hours, preview_admission, validate_request
 from rental.services.queue import queue_positions
+from rental.services.reservations import preview_booking
 
 Status = Reservation.Status
 
@@ -138,6 +142,34 @@ def estimate(form: LeaseRequestForm) -> Estimate:
             message=error.message,
             code=error.code,
         )
+    start = form.current_start
+    if start is not None and decision.status != Status.PENDING_APPROVAL:
+        try:
+            preview_booking(
+                project=project,
+                gpu_model=gpu_model,
+                gpu_count=gpu_count,
+                market=market,
+                start=start,
+                hours=hours,
+            )
+        except (QuotaExceeded, InvalidInput) as error:
+            return Estimate(
+                **price,
+                outcome="refused",
+                title=_("Cannot be booked"),
+                message=error.message,
+                code=error.code,
+            )
+        return Estimate(
+            **price,
+            outcome="scheduled",
+            title=_("Booked from %(at)s UTC") % {"at": start.strftime("%Y-%m-%d %H:%M")},
+            message=_(
+                "The pool has room over the whole window (R2); the GPUs are freed for it "
+                "just before the start."
+            ),
+        )
     if decision.status == Status.PENDING_APPROVAL:
         return Estimate(
             **price,
@@ -212,6 +244,7 @@ def lease_new(request: HttpRequest) -> HttpResponse:
                     image=data["image"],
                     purpose=data["purpose"],
                     requeue_on_preemption=data["requeue_on_preemption"],
+                    start=data["start_at"] if data.get("start_mode") == "later" else None,
                     source="web",
                 )
             except DomainError as error:
@@ -496,4 +529,57 @@ def panel_approvals(request: HttpRequest) -> HttpResponse:
     oldest = list(selectors.leases(pending).order_by("submitted_at", "pk")[:5])
     return render(
         request, "rental/_panel_approvals.html", {"count": pending.count(), "oldest": oldest}
+    )
+
+
+# --- Pools ---------------------------------------------------------------------------
+
+
+def _may_see_pools(user: Any) -> bool:
+    return access.sees_everything(user) or bool(access.roles(user))
+
+
+@login_required
+def pool_list(request: HttpRequest) -> HttpResponse:
+    if not _may_see_pools(request.user):
+        raise Http404
+    pools = [selectors.pool_overview(pool) for pool in Pool.objects.select_related("gpu_model")]
+    return render(request, "rental/pools.html", {"pools": pools})
+
+
+@login_required
+def pool_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """A pool at a glance and its week: booked capacity against C (reserved, guaranteed
+    floor, free) so a person can see where a booking fits before asking. Aggregates only:
+    no project's leases are shown."""
+    if not _may_see_pools(request.user):
+        raise Http404
+    pool = Pool.objects.select_related("gpu_model").filter(pk=pk).first()
+    if pool is None:
+        raise Http404
+    today = timezone.now().date()
+    try:
+        first = (
+            date.fromisoformat(request.GET.get("week", "")) if request.GET.get("week") else today
+        )
+    except ValueError:
+        first = today
+    monday = first - timedelta(days=first.weekday())
+    since = datetime.combine(monday, time(0), tzinfo=UTC)
+    steps = reservations.week(pool, since=since)
+    days = [monday + timedelta(days=day) for day in range(7)]
+    rows = [
+        {"hour": hour, "cells": [steps[day * 24 + hour] for day in range(7)]} for hour in range(24)
+    ]
+    return render(
+        request,
+        "rental/pool.html",
+        {
+            "overview": selectors.pool_overview(pool),
+            "days": days,
+            "rows": rows,
+            "monday": monday,
+            "previous": monday - timedelta(days=7),
+            "next": monday + timedelta(days=7),
+        },
     )

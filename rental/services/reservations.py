@@ -7,6 +7,7 @@ sweep of ``reservation_rules.py`` and writes; a refusal writes nothing.
 """
 
 from datetime import datetime, timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
@@ -16,8 +17,9 @@ from django.utils.translation import gettext as _
 
 from portal import access, audit
 from portal.errors import InvalidInput, InvalidTransition, NotPermitted, QuotaExceeded
+from portal.models import Project
 from rental import jobs, selectors
-from rental.models import Market, Pool, Quota, Reservation, Tier
+from rental.models import GpuModel, Market, Pool, Quota, Reservation, Tier
 from rental.services import notices
 from rental.services.admission_rules import Decision
 from rental.services.placement import apply_decision
@@ -103,6 +105,27 @@ def check_window(
             code="reservation_conflict",
             field="start",
         )
+
+
+def preview_booking(
+    *,
+    project: Project,
+    gpu_model: GpuModel,
+    gpu_count: int,
+    market: str,
+    start: datetime,
+    hours: Decimal | None,
+    now: datetime | None = None,
+) -> None:
+    """The request form's preview of a booking: R1 and R2 without locks (may race)."""
+    now = now or timezone.now()
+    if hours is None:
+        return
+    end = start + timedelta(seconds=int(hours * 3600))
+    validate_window(start=start, end=end, market=market, now=now)
+    pool = Pool.objects.filter(gpu_model=gpu_model).first()
+    if pool is not None:
+        check_window(pool, project_id=project.pk, gpus=gpu_count, start=start, end=end)
 
 
 @transaction.atomic
