@@ -21,9 +21,9 @@ from portal.errors import DomainError, InvalidInput, QuotaExceeded
 from portal.models import Project
 from rental import selectors, services
 from rental.forms import DecisionForm, LeaseRequestForm
-from rental.models import Offering, Pool, Reservation, Tier
+from rental.models import GpuModel, Offering, Pool, Quota, QuotaRequest, Reservation, Tier
 from rental.selectors import QuotaStatus
-from rental.services import reservations
+from rental.services import extension, pools, quota_requests, reservations
 from rental.services.admission import parse_hours, preview_admission, validate_request
 from rental.services.queue import queue_positions
 from rental.services.reservations import preview_booking
@@ -336,6 +336,11 @@ def _lease_context(request: HttpRequest, pk: int) -> dict[str, Any]:
         "polling": lease.status in POLL_WHILE,
         "wait": wait,
         "wait_hint": _wait_hint(lease),
+        "may_extend": lease.status in extension.EXTENDABLE
+        and lease.notice_due_at is None
+        and _may_end(request.user, lease),
+        "may_decide_extension": lease.extension_until is not None
+        and access.can_manage(request.user, lease.project_id),
     }
 
 
@@ -494,6 +499,12 @@ def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
             ),
             "can_request": access.can_request_for(request.user, project),
             "role": access.role_in(request.user, project),
+            "quota_requests": [
+                (asked, quota_requests.may_decide(request.user, asked))
+                for asked in QuotaRequest.objects.filter(project=project)
+                .select_related("gpu_model", "requested_by", "decided_by")
+                .order_by("-created_at")[:20]
+            ],
         },
     )
 
@@ -583,3 +594,139 @@ def pool_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "next": monday + timedelta(days=7),
         },
     )
+
+
+# --- Extend, watch, quota requests -------------------------------------------------------
+
+
+def _lease_for_member(request: HttpRequest, pk: int) -> Reservation:
+    lease = access.get_visible_or_404(
+        Reservation.objects.select_related("project", "gpu_model"), request.user, pk=pk
+    )
+    if not _may_end(request.user, lease):
+        raise Http404
+    return lease
+
+
+def _done(request: HttpRequest, error: DomainError | None, ok: str) -> None:
+    if error is None:
+        messages.success(request, ok)
+    else:
+        messages.error(request, error.message)
+
+
+@login_required
+@require_POST
+def lease_extend(request: HttpRequest, pk: int) -> HttpResponse:
+    lease = _lease_for_member(request, pk)
+    error = None
+    try:
+        lease = extension.extend_reservation(
+            actor=request.user, reservation=lease, hours=request.POST.get("hours", "")
+        )
+    except DomainError as caught:
+        error = caught
+    ok = (
+        _("The extension waits for a manager's approval.")
+        if lease.extension_until
+        else _("Lease #%(id)s now ends at %(end)s UTC.")
+        % {"id": lease.pk, "end": lease.end.strftime("%Y-%m-%d %H:%M")}
+    )
+    _done(request, error, ok)
+    return redirect("rental:lease", pk=pk)
+
+
+@login_required
+@require_POST
+def lease_extension_decide(request: HttpRequest, pk: int) -> HttpResponse:
+    lease = access.get_visible_or_404(Reservation.objects.all(), request.user, pk=pk)
+    access.require_manager(request.user, lease.project)
+    approve = request.POST.get("decision") == "approve"
+    error = None
+    try:
+        extension.decide_extension(
+            actor=request.user,
+            reservation=lease,
+            approve=approve,
+            comment=request.POST.get("comment", ""),
+        )
+    except DomainError as caught:
+        error = caught
+    _done(request, error, _("Extension approved.") if approve else _("Extension refused."))
+    return redirect("rental:lease", pk=pk)
+
+
+@login_required
+@require_POST
+def lease_watch(request: HttpRequest, pk: int) -> HttpResponse:
+    lease = _lease_for_member(request, pk)
+    error = None
+    try:
+        pools.watch_availability(
+            actor=request.user, gpu_model=lease.gpu_model, count=lease.gpu_count
+        )
+    except DomainError as caught:
+        error = caught
+    _done(
+        request,
+        error,
+        _("You will be told once when %(n)s× %(model)s are free.")
+        % {"n": lease.gpu_count, "model": lease.gpu_model},
+    )
+    return redirect("rental:lease", pk=pk)
+
+
+@login_required
+@require_POST
+def quota_request_new(request: HttpRequest, slug: str) -> HttpResponse:
+    project = access.get_project_or_404(request.user, slug)
+    access.require_member(request.user, project)
+    gpu_model = (
+        Quota.objects.filter(project=project, gpu_model_id=request.POST.get("gpu_model") or 0)
+        .values_list("gpu_model", flat=True)
+        .first()
+    )
+    error = None
+    if gpu_model is None:
+        error = InvalidInput(_("Choose one of the project's GPU models."), field="gpu_model")
+    else:
+        try:
+            quota_requests.request_quota_change(
+                actor=request.user,
+                project=project,
+                gpu_model=GpuModel.objects.get(pk=gpu_model),
+                guaranteed=request.POST.get("guaranteed", "").strip() or None,
+                ceiling=request.POST.get("ceiling", "").strip() or None,
+                reason=request.POST.get("reason", ""),
+            )
+        except DomainError as caught:
+            error = caught
+    _done(request, error, _("Your request is sent to the people who decide it."))
+    return redirect("rental:project", slug=slug)
+
+
+@login_required
+@require_POST
+def quota_request_decide(request: HttpRequest, pk: int) -> HttpResponse:
+    asked = access.get_visible_or_404(
+        QuotaRequest.objects.select_related("project"), request.user, pk=pk
+    )
+    if not quota_requests.may_decide(request.user, asked):
+        raise Http404
+    approve = request.POST.get("decision") == "approve"
+    error = None
+    try:
+        quota_requests.decide_quota_request(
+            actor=request.user,
+            request=asked,
+            approve=approve,
+            comment=request.POST.get("comment", ""),
+        )
+    except DomainError as caught:
+        error = caught
+    _done(
+        request,
+        error,
+        _("Quota change approved.") if approve else _("Quota change rejected."),
+    )
+    return redirect("rental:project", slug=asked.project.slug)

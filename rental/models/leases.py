@@ -147,6 +147,8 @@ class Reservation(models.Model):
     end_reason = models.CharField(
         _("end reason"), max_length=20, choices=TerminationReason.choices, blank=True
     )
+    # An extension beyond the auto-approve limits, waiting for a manager.
+    extension_until = models.DateTimeField(_("extension asked until"), null=True, blank=True)
     # Booked ahead (R1–R4): admitted by the R2 sweep, held from start − notice (R4).
     is_reservation = models.BooleanField(_("booked ahead"), default=False)
     # Q8: a victim told at T is ended at ``notice_due_at`` = T + notice; the lease that

@@ -114,6 +114,9 @@ def admit_in_pool(pool: Pool, *, now: datetime) -> list[Reservation]:
             passed.add(lease.pk)
         else:
             break
+    from rental.services.pools import tell_watchers
+
+    tell_watchers(pool, now=now)
     return admitted
 
 
