@@ -54,8 +54,17 @@ class PoolUse:
         return self.running + max(self.claimed - self.noticed, 0)
 
 
+# Only these statuses can hold or claim GPUs: the aggregates read them through the
+# (gpu_model, status) index, so a pool's history does not slow its admissions down.
+LIVE_STATUSES = (*Reservation.HOLDING, Status.QUEUED, Status.SCHEDULED)
+
+
+def _live(pool: Pool):
+    return Reservation.objects.filter(gpu_model_id=pool.gpu_model_id, status__in=LIVE_STATUSES)
+
+
 def pool_use(pool: Pool) -> PoolUse:
-    row = Reservation.objects.filter(gpu_model_id=pool.gpu_model_id).aggregate(
+    row = _live(pool).aggregate(
         running=Sum("gpu_count", filter=HOLDING_GPUS),
         noticed=Sum("gpu_count", filter=NOTICED),
         claimed=Sum("gpu_count", filter=CLAIMING),
@@ -79,7 +88,7 @@ def read_standing(
     displaceable = Q(project_id=project_id, tier=Tier.GUARANTEED, notice_due_at__isnull=True) & Q(
         status__in=(Status.PROVISIONING, Status.ACTIVE)
     )
-    row = Reservation.objects.filter(gpu_model_id=pool.gpu_model_id).aggregate(
+    row = _live(pool).aggregate(
         running=Sum("gpu_count", filter=HOLDING_GPUS),
         noticed=Sum("gpu_count", filter=NOTICED),
         claimed=Sum("gpu_count", filter=CLAIMING),

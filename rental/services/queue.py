@@ -105,12 +105,20 @@ def admit_in_pool(pool: Pool, *, now: datetime) -> list[Reservation]:
                 passed.add(lease.pk)
                 break  # standings changed: re-read before the next one
             if decision.status == Status.QUEUED:
+                changed = (lease.tier, lease.status_code, lease.status_message) != (
+                    decision.tier,
+                    decision.code,
+                    decision.message,
+                )
                 lease.tier = decision.tier
                 lease.status_code, lease.status_message = decision.code, decision.message
                 if reclaim.reclaim_for(pool=pool, lease=lease, standing=standing, now=now):
                     passed.add(lease.pk)
                     break  # GPUs are now claimed: re-read
-                lease.save(update_fields=["tier", "status_code", "status_message", "updated_at"])
+                if changed:  # a long queue is not rewritten on every pass
+                    lease.save(
+                        update_fields=["tier", "status_code", "status_message", "updated_at"]
+                    )
             passed.add(lease.pk)
         else:
             break

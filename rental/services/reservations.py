@@ -238,8 +238,14 @@ def begin(*, pool: Pool, lease: Reservation, now: datetime) -> None:
         priority=lease.priority,
         mode=RESERVED,
     )
+    if victims is None:
+        # No set of spot and burst leases frees enough: hold nothing yet, try again at the
+        # next sweep; from the start on it waits in the queue instead.
+        if now >= lease.start:
+            start(pool=pool, lease=lease, at=now)
+        return
     for victim in Reservation.objects.select_for_update().filter(
-        pk__in=[v.id for v in victims or []], notice_due_at__isnull=True
+        pk__in=[v.id for v in victims], notice_due_at__isnull=True
     ):
         preempt(victim=victim, needed_by=lease, now=now, due=due)
     lease.reclaim_due_at = due
@@ -254,7 +260,7 @@ def begin(*, pool: Pool, lease: Reservation, now: datetime) -> None:
         project=lease.project_id,
         source="worker",
         at=now,
-        after={"victims": [v.id for v in victims or []], "starts_at": due.isoformat()},
+        after={"victims": [v.id for v in victims], "starts_at": due.isoformat()},
     )
     jobs.process_due_at(due)
 
