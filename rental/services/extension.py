@@ -11,9 +11,9 @@ from django.utils.translation import gettext as _
 
 from portal import access, audit
 from portal.errors import InvalidInput, InvalidTransition, NotPermitted
-from portal.notifications import managers_of, notify
 from rental import selectors
 from rental.models import Reservation
+from rental.services import notices
 from rental.services.admission import lease_seconds, parse_hours
 from rental.services.extension_rules import judge_extension
 from rental.services.pool import lock_pool
@@ -73,12 +73,8 @@ def extend_reservation(
     if verdict.outcome == "approval":
         lease.extension_until = new_end
         lease.save(update_fields=["extension_until", "updated_at"])
-        notify(
-            managers_of(lease.project_id),
-            subject=_("Extension asked: %(lease)s") % {"lease": lease},
-            body=_("Until %(end)s UTC, beyond the project's auto-approve limit of %(h)s h.")
-            % {"end": new_end.strftime("%Y-%m-%d %H:%M"), "h": quota.max_hours_per_lease},
-            link=lease.get_absolute_url(),
+        notices.extension_asked(
+            lease, until=new_end, limit_hours=quota.max_hours_per_lease if quota else None
         )
     else:
         lease.end = new_end
@@ -139,11 +135,5 @@ def decide_extension(
         before={"end": before.isoformat()},
         after={"end": lease.end.isoformat(), "comment": comment.strip()},
     )
-    notify(
-        [lease.requester],
-        subject=(_("Extended: %(lease)s") if approve else _("Extension refused: %(lease)s"))
-        % {"lease": lease},
-        body=comment.strip(),
-        link=lease.get_absolute_url(),
-    )
+    notices.extension_decided(lease, approved=approve, comment=comment.strip())
     return lease

@@ -9,9 +9,9 @@ from django.utils.translation import gettext as _
 
 from portal import access, audit
 from portal.errors import InvalidInput, NotPermitted
-from portal.notifications import admins, notify
 from rental import jobs
 from rental.models import AvailabilityWatch, GpuModel, Pool, Quota
+from rental.services import notices
 from rental.services.pool import lock_pool, pool_use
 
 
@@ -37,15 +37,7 @@ def refresh_state(pool: Pool, *, now: datetime | None = None) -> Pool:
             after={"state": state, "capacity": pool.capacity, "guaranteed": total},
         )
         if state == Pool.State.DEGRADED:
-            notify(
-                admins(),
-                subject=_("Pool degraded: %(pool)s") % {"pool": pool},
-                body=_(
-                    "Capacity %(c)s is below the %(g)s GPUs guaranteed to projects. "
-                    "Guaranteed leases are still never preempted by other projects."
-                )
-                % {"c": pool.capacity, "g": total},
-            )
+            notices.pool_degraded(pool, guaranteed=total)
     return pool
 
 
@@ -101,11 +93,6 @@ def tell_watchers(pool: Pool, *, now: datetime) -> int:
         if AvailabilityWatch.objects.filter(pk=watch.pk, notified_at__isnull=True).update(
             notified_at=now
         ):
-            notify(
-                [watch.user],
-                subject=_("%(n)s× %(model)s are free now") % {"n": watch.count, "model": pool},
-                body=_("The pool has %(free)s GPUs free; ask before someone else does.")
-                % {"free": free},
-            )
+            notices.room_appeared(watch, pool=pool, free=free)
             told += 1
     return told

@@ -13,8 +13,8 @@ from django.utils.translation import gettext as _
 from portal import access, audit
 from portal.errors import InvalidInput, InvalidTransition, NotPermitted
 from portal.models import Project
-from portal.notifications import admins, managers_of, notify
 from rental.models import GpuModel, Quota, QuotaRequest
+from rental.services import notices
 from rental.services.pool import lock_pool
 from rental.services.quotas import check_quota
 
@@ -80,21 +80,8 @@ def request_quota_change(
         at=now,
         after={"guaranteed": g, "ceiling": ceiling_value},
     )
-    deciders = admins() if needs_admin(request) else managers_of(project)
-    notify(
-        deciders,
-        subject=_("Quota change asked: %(project)s, %(model)s")
-        % {"project": project, "model": gpu_model},
-        body=request.reason,
-        link=project_link(project),
-    )
+    notices.quota_change_asked(request, by_admin=needs_admin(request))
     return request
-
-
-def project_link(project: Project) -> str:
-    from django.urls import reverse
-
-    return reverse("rental:project", kwargs={"slug": project.slug})
 
 
 @transaction.atomic
@@ -160,17 +147,7 @@ def decide_quota_request(
             "comment": request.decision_comment,
         },
     )
-    verdict = _("approved") if approve else _("rejected")
-    notify(
-        [request.requested_by],
-        subject=_("Quota change %(verdict)s: %(model)s")
-        % {
-            "verdict": verdict,
-            "model": request.gpu_model,
-        },
-        body=request.decision_comment,
-        link=project_link(request.project),
-    )
+    notices.quota_change_decided(request, approved=approve)
     if approve:
         from rental import jobs
 
