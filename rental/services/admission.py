@@ -341,7 +341,8 @@ def submit_reservation(
         is_reservation=booking,
         now=now,
     )
-    reservation = Reservation.objects.create(
+    # Written once, with its decision (apply_decision saves it), to keep the lock short.
+    reservation = Reservation(
         project=project,
         requester=actor,
         gpu_model=gpu_model,

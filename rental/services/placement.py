@@ -2,8 +2,6 @@
 
 from datetime import datetime
 
-from django.db import transaction
-
 from rental import jobs, selectors
 from rental.models import Instance, Reservation
 from rental.services.admission_rules import Decision
@@ -28,8 +26,8 @@ def apply_decision(reservation: Reservation, decision: Decision, *, now: datetim
         reservation.save()
 
 
-@transaction.atomic
 def create_instances(reservation: Reservation) -> list[Instance]:
+    """Within the caller's transaction: the lease's instances, launched on commit."""
     offering = reservation.offering
     rate = selectors.rate_for(offering, reservation.market)
     instances = [

@@ -63,7 +63,7 @@ def bookings(pool: Pool | int, *, exclude: int | None = None) -> list[Booking]:
         gpu_model_id=gpu_model_id, is_reservation=True, status__in=BOOKED
     )
     if exclude is not None:
-        rows = rows.exclude(pk=exclude)
+        rows = rows.exclude(pk=exclude)  # an update does not count its own old window
     return [Booking(*row) for row in rows.values_list("project_id", "gpu_count", "start", "end")]
 
 
