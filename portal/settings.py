@@ -257,6 +257,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "rental.tasks.end_expired_leases_task",
         "schedule": float(env_int("PORTAL_LEASE_CHECK_INTERVAL", 30)),
     },
+    # Due times are rows; this sweep acts on them even after a worker restart (Q8, R4).
+    "process-due": {
+        "task": "rental.tasks.process_due_task",
+        "schedule": float(env_int("PORTAL_DUE_SWEEP_INTERVAL", 5)),
+    },
 }
 
 # The portal's own policy.
@@ -300,6 +305,10 @@ if not set(PORTAL_NOTIFICATION_CHANNELS) <= {"portal", "email"}:
 # The portal's own address, for links in mail.
 PORTAL_BASE_URL = env_str("PORTAL_BASE_URL", "http://localhost:8000")
 PORTAL_CURRENCY = env_str("PORTAL_CURRENCY", "USD")
+# Dotted paths of admission checks (e.g. billing's budget cap, BU3). Each is called with
+# keyword arguments project, gpu_model, gpu_count, tier, market, starts_at, ends_at,
+# is_reservation, now, and returns None to allow or (reason_code, message) to refuse.
+PORTAL_ADMISSION_CHECKS: list[str] = env_list("PORTAL_ADMISSION_CHECKS")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

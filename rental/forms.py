@@ -58,6 +58,42 @@ class LeaseRequestForm(forms.Form):
         required=False,
         initial=True,
     )
+    start_mode = forms.ChoiceField(
+        label=_("Start"),
+        choices=[("now", _("Start now")), ("later", _("Book for a date and time"))],
+        initial="now",
+        widget=forms.RadioSelect,
+        required=False,
+    )
+    start_at = forms.DateTimeField(
+        label=_("Start at (UTC)"),
+        required=False,
+        input_formats=["%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S"],
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+        error_messages={"invalid": _("Enter a date and time, e.g. 2026-04-06 09:00.")},
+    )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        missing = data.get("start_mode") == "later" and not data.get("start_at")
+        if missing and "start_at" not in self.errors:
+            self.add_error("start_at", _("Enter when the booking starts."))
+        return data
+
+    @property
+    def wants_booking(self) -> bool:
+        return self._raw("start_mode") == "later"
+
+    @property
+    def current_start(self) -> Any:
+        """The booking's start as typed, or None (start now, or not a valid date yet)."""
+        if not self.wants_booking:
+            return None
+        field = self.fields["start_at"]
+        try:
+            return field.clean(self._raw("start_at"))
+        except forms.ValidationError:
+            return None
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

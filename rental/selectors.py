@@ -244,3 +244,56 @@ def pending_approvals(user) -> QuerySet[Reservation]:
         status=Reservation.Status.PENDING_APPROVAL,
         project_id__in=access.managed_project_ids(user),
     )
+
+
+@dataclass(frozen=True)
+class PoolOverview:
+    """A pool at a glance (Q1): capacity, commitments, guarantees, and what holds GPUs."""
+
+    pool: Pool
+    guaranteed_total: int  # Σ G
+    running_by_tier: dict[str, int]
+    under_notice: int
+    held_for_reservations: int  # bookings starting now whose GPUs are being freed
+    scheduled: int  # bookings not started yet (GPUs, all of them)
+    queued: int  # GPUs asked by queued leases
+
+    @property
+    def running(self) -> int:
+        return sum(self.running_by_tier.values())
+
+    @property
+    def degraded(self) -> bool:
+        return self.pool.capacity < self.guaranteed_total
+
+
+def pool_overview(pool: Pool) -> PoolOverview:
+    """Two aggregate queries: the quotas' Σ G and the leases' GPUs by what holds them."""
+    status = Reservation.Status
+    holding = Q(status__in=Reservation.HOLDING)
+    rows = Reservation.objects.filter(gpu_model_id=pool.gpu_model_id).aggregate(
+        guaranteed=Sum("gpu_count", filter=holding & Q(tier=Tier.GUARANTEED)),
+        burst=Sum("gpu_count", filter=holding & Q(tier=Tier.BURST)),
+        reserved=Sum("gpu_count", filter=holding & Q(tier=Tier.RESERVED)),
+        spot=Sum("gpu_count", filter=holding & Q(tier=Tier.SPOT)),
+        notice=Sum(
+            "gpu_count",
+            filter=Q(status__in=(status.PROVISIONING, status.ACTIVE), notice_due_at__isnull=False),
+        ),
+        held=Sum(
+            "gpu_count",
+            filter=Q(status__in=(status.SCHEDULED, status.QUEUED), reclaim_due_at__isnull=False),
+        ),
+        scheduled=Sum("gpu_count", filter=Q(status=status.SCHEDULED)),
+        queued=Sum("gpu_count", filter=Q(status=status.QUEUED)),
+    )
+    total = Quota.objects.filter(gpu_model_id=pool.gpu_model_id).aggregate(g=Sum("guaranteed"))
+    return PoolOverview(
+        pool=pool,
+        guaranteed_total=total["g"] or 0,
+        running_by_tier={tier: rows[tier] or 0 for tier in Tier.values},
+        under_notice=rows["notice"] or 0,
+        held_for_reservations=rows["held"] or 0,
+        scheduled=rows["scheduled"] or 0,
+        queued=rows["queued"] or 0,
+    )

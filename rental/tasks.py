@@ -61,3 +61,9 @@ def end_lease_task(reservation_id: int) -> None:
 @shared_task(acks_late=True, ignore_result=True)
 def admit_queued_task(gpu_model_id: int) -> None:
     services.admit_queued(gpu_model=gpu_model_id)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def process_due_task() -> None:
+    """Notices that ran out and leases waiting for reclaimed GPUs (Q8). Also on the beat."""
+    services.process_due()

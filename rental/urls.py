@@ -11,12 +11,21 @@ urlpatterns = [
     path("leases/<int:pk>/", views.lease_detail, name="lease"),
     path("leases/<int:pk>/_status/", views.lease_status_partial, name="lease_status_partial"),
     path("leases/<int:pk>/end/", views.lease_end, name="lease_end"),
+    path("leases/<int:pk>/extend/", views.lease_extend, name="lease_extend"),
+    path("leases/<int:pk>/extension/", views.lease_extension_decide, name="lease_extension_decide"),
+    path("leases/<int:pk>/watch/", views.lease_watch, name="lease_watch"),
+    path("projects/<slug:slug>/quota-requests/", views.quota_request_new, name="quota_request_new"),
+    path(
+        "quota-requests/<int:pk>/decide/", views.quota_request_decide, name="quota_request_decide"
+    ),
     path("approvals/", views.approvals, name="approvals"),
     path("approvals/_count/", views.approvals_count, name="approvals_count"),
     path("approvals/<int:pk>/approve/", views.lease_approve, name="lease_approve"),
     path("approvals/<int:pk>/reject/", views.lease_reject, name="lease_reject"),
     path("projects/", views.project_list, name="projects"),
     path("projects/<slug:slug>/", views.project_detail, name="project"),
+    path("pools/", views.pool_list, name="pools"),
+    path("pools/<int:pk>/", views.pool_detail, name="pool"),
     path("panels/leases/", views.panel_leases, name="panel_leases"),
     path("panels/approvals/", views.panel_approvals, name="panel_approvals"),
 ]

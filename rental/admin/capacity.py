@@ -18,6 +18,7 @@ from portal.errors import InvalidInput
 from portal.models import AuditEvent
 from rental import services
 from rental.models import AvailabilityWatch, Pool, Quota, QuotaRequest
+from rental.services.pools import refresh_state
 
 
 @admin.register(Pool)
@@ -62,6 +63,7 @@ class PoolAdmin(admin.ModelAdmin):
         self, request: HttpRequest, obj: Pool, form: forms.ModelForm, change: bool
     ) -> None:
         super().save_model(request, obj, form, change)
+        refresh_state(obj)  # Q1: degraded when C < Σ G, admins alerted
         total = _guaranteed_total(obj)
         if total > obj.guarantee_bound:
             messages.warning(

@@ -92,6 +92,14 @@ class Quota(models.Model):
     max_gpus_per_lease = models.PositiveIntegerField(
         _("auto-approve: max GPUs per lease"), null=True, blank=True
     )
+    # What the admin allows a manager to set the auto-approve limits to (empty: up to L
+    # and the site's maximum lease).
+    auto_approve_gpus_cap = models.PositiveIntegerField(
+        _("admin cap on the auto-approve GPUs"), null=True, blank=True
+    )
+    auto_approve_hours_cap = models.PositiveIntegerField(
+        _("admin cap on the auto-approve hours"), null=True, blank=True
+    )
 
     class Meta:
         ordering = ["project__slug", "gpu_model__name"]

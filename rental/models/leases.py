@@ -161,6 +161,32 @@ class Reservation(models.Model):
     end_reason = models.CharField(
         _("end reason"), max_length=20, choices=TerminationReason.choices, blank=True
     )
+    # An extension beyond the auto-approve limits, waiting for a manager.
+    extension_until = models.DateTimeField(_("extension asked until"), null=True, blank=True)
+    # Booked ahead (R1–R4): admitted by the R2 sweep, held from start − notice (R4).
+    is_reservation = models.BooleanField(_("booked ahead"), default=False)
+    # Q8: a victim told at T is ended at ``notice_due_at`` = T + notice; the lease that
+    # needs its GPUs waits until ``reclaim_due_at``. Due times are rows, not countdowns.
+    notice_due_at = models.DateTimeField(_("preempted at"), null=True, blank=True, db_index=True)
+    preempted_for = models.ForeignKey(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="victims",
+        verbose_name=_("preempted for"),
+    )
+    reclaim_due_at = models.DateTimeField(
+        _("starts when reclaimed at"), null=True, blank=True, db_index=True
+    )
+    requeued_from = models.ForeignKey(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="requeued_as",
+        verbose_name=_("re-queued from"),
+    )
     updated_at = models.DateTimeField(_("updated at"), auto_now=True)
 
     class Meta:

@@ -1,6 +1,12 @@
 """Every state change on the compute side is one function here."""
 
 from rental.services.accounts import set_credentials, validate_account
+from rental.services.admission import (
+    approve_reservation,
+    reject_reservation,
+    submit_reservation,
+)
+from rental.services.ending import end_expired_leases, end_reservation
 from rental.services.instances import (
     LaunchRetry,
     fail_instance,
@@ -8,15 +14,9 @@ from rental.services.instances import (
     sync_instances,
     terminate_instance,
 )
-from rental.services.leases import (
-    admit_queued,
-    approve_reservation,
-    end_expired_leases,
-    end_reservation,
-    reject_reservation,
-    submit_reservation,
-)
+from rental.services.queue import admit_queued, promote
 from rental.services.quotas import check_quota, set_quota
+from rental.services.reclaim import process_due
 
 __all__ = [
     "LaunchRetry",
@@ -26,6 +26,8 @@ __all__ = [
     "end_expired_leases",
     "end_reservation",
     "fail_instance",
+    "process_due",
+    "promote",
     "provision_instance",
     "reject_reservation",
     "set_credentials",

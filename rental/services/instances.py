@@ -22,6 +22,7 @@ from django.utils.translation import gettext as _
 from portal import audit
 from portal.models import AuditEvent
 from portal.notifications import notify
+from rental import jobs
 from rental.models import (
     Instance,
     Offering,
@@ -203,9 +204,7 @@ def _release_launch_of_ended(instance_id: int) -> None:
     if Instance.objects.filter(pk=instance_id, state=State.STOPPING, external_id="").update(
         claimed_at=None
     ):
-        from rental import tasks
-
-        tasks.terminate_instance_task.delay(instance_id)
+        jobs.terminate_now(instance_id)
 
 
 @transaction.atomic
@@ -326,15 +325,11 @@ def stop_billing_and_terminate(instance: Instance, *, reason: str, at: datetime)
 
 
 def _enqueue_terminate(instance_id: int) -> None:
-    from rental import tasks
-
-    transaction.on_commit(lambda: tasks.terminate_instance_task.delay(instance_id))
+    jobs.terminate_on_commit(instance_id)
 
 
 def _enqueue_sync_soon() -> None:
-    from rental import tasks
-
-    tasks.sync_instances_task.apply_async(countdown=2)
+    jobs.sync_soon()
 
 
 def finish_if_all_terminated(reservation_id: int) -> None:
@@ -443,14 +438,7 @@ def mark_terminated(*, instance_id: int, at: datetime, reason: str = "") -> None
             link=lease.get_absolute_url(),
         )
     finish_if_all_terminated(lease.pk)
-    gpu_model_id = lease.gpu_model_id
-
-    def admit() -> None:
-        from rental import tasks
-
-        tasks.admit_queued_task.delay(gpu_model_id)
-
-    transaction.on_commit(admit)
+    jobs.admit_queued_on_commit(lease.gpu_model_id)
 
 
 def mark_terminated_many(ended: dict[int, datetime]) -> None:
@@ -538,14 +526,8 @@ def mark_terminated_many(ended: dict[int, datetime]) -> None:
     gpu_models = set(
         Reservation.objects.filter(pk__in=lease_ids).values_list("gpu_model_id", flat=True)
     )
-
-    def admit() -> None:
-        from rental import tasks
-
-        for gpu_model_id in gpu_models:
-            tasks.admit_queued_task.delay(gpu_model_id)
-
-    transaction.on_commit(admit)
+    for gpu_model_id in gpu_models:
+        jobs.admit_queued_on_commit(gpu_model_id)
 
 
 def mark_running(instance: Instance, cloud: CloudInstance, *, now: datetime) -> None:
@@ -803,17 +785,13 @@ def apply_gone(*, rows: list[SyncRow], cloud: list[CloudInstance], now: datetime
 
 
 def _enqueue_provision(instance_id: int) -> None:
-    from rental import tasks
-
-    transaction.on_commit(lambda: tasks.provision_instance_task.delay(instance_id))
+    jobs.provision_on_commit([instance_id])
 
 
 def _requeue_lost_launches(now: datetime) -> None:
     """A launch task lost by the broker (or held by a dead worker): requested instances of
     admitted leases that nobody claimed within the stale-claim time of their admission or
     of their scheduled retry are sent again (a duplicate would find nothing to claim)."""
-    from rental import tasks
-
     stale = now - timedelta(seconds=settings.PORTAL_LAUNCH_STALE_SECONDS)
     lost = (
         Instance.objects.filter(state=State.REQUESTED, reservation__status=Status.PROVISIONING)
@@ -824,4 +802,4 @@ def _requeue_lost_launches(now: datetime) -> None:
         .values_list("pk", flat=True)
     )
     for pk in lost:
-        tasks.provision_instance_task.delay(pk)
+        jobs.provision_now(pk)

@@ -147,19 +147,22 @@ def test_it_refuses_production_over_the_guarantee_and_preempts_nothing(f0, t0):
 # Q4
 def test_it_queues_burst_when_the_pool_is_full(f0, t0):
     submit(f0, f0.beta, 4, now=t0)
-    submit(f0, f0.gamma, 4, now=t0)
-    queued = submit(f0, f0.alpha, 2, now=t0)
-    # alpha's guarantee is free, but the pool is full: it waits for room.
+    submit(f0, f0.alpha, 2, now=t0)
+    submit(f0, f0.gamma, 2, now=t0)
+    queued = submit(f0, f0.gamma, 2, now=t0)
+    # Within gamma's ceiling, but the pool is full and a burst lease preempts only spot.
     assert queued.status == Status.QUEUED
     assert queued.status_code == "no_capacity"
-    assert queued.tier == Tier.GUARANTEED
+    assert queued.tier == Tier.BURST
     assert not queued.instances.exists()
+    assert not Reservation.objects.filter(notice_due_at__isnull=False).exists()
 
 
 def test_it_admits_the_queue_when_room_appears(f0, t0):
     running = submit(f0, f0.beta, 4, now=t0)
-    submit(f0, f0.gamma, 4, now=t0)
-    queued = submit(f0, f0.alpha, 2, now=t0)
+    submit(f0, f0.alpha, 2, now=t0)
+    submit(f0, f0.gamma, 2, now=t0)
+    queued = submit(f0, f0.gamma, 2, now=t0)
     services.end_reservation(actor=f0.bob, reservation=running, now=t0)
     # The ended lease's instances were never launched: they free the pool at once.
     assert Reservation.objects.get(pk=running.pk).status == Status.ENDED

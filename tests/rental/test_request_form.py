@@ -49,14 +49,16 @@ def test_it_estimates_price_and_tier(f0, client, form_data):
 
 
 def test_it_previews_the_manager_and_the_refusal(f0, client, form_data, t0):
-    for _ in range(3):
+    # The guarantee is held by a production lease: no lower-priority lease of the
+    # project could give it back (Q6), so another production lease is refused.
+    for priority in ("production", "experiment", "experiment"):
         services.submit_reservation(
             actor=f0.alice,
             project=f0.alpha,
             gpu_model=f0.model,
             gpu_count=2,
             duration_hours=1,
-            priority="experiment",
+            priority=priority,
             market="on_demand",
         )
     client.force_login(f0.alice)

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('rental', '0001_initial'),
+        ('rental', '0002_loan'),
     ]
 
     operations = [

@@ -1,0 +1,50 @@
+"""The one door from services to Celery: work is sent by task name.
+
+Services call these functions and never import ``rental.tasks``; tasks import
+services. Functions named ``*_on_commit`` send only if the surrounding
+transaction commits, so a rolled-back change starts no cloud work.
+"""
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from django.db import transaction
+
+from portal.celery import app
+
+
+def _send(name: str, *args: object, countdown: float | None = None, eta: datetime | None = None):
+    app.send_task(f"rental.tasks.{name}", args=list(args), countdown=countdown, eta=eta)
+
+
+def provision_on_commit(instance_ids: Iterable[int]) -> None:
+    ids = list(instance_ids)
+    transaction.on_commit(lambda: [_send("provision_instance_task", pk) for pk in ids])
+
+
+def provision_now(instance_id: int) -> None:
+    """Outside a transaction: send a launch again (a lost task; a duplicate claims nothing)."""
+    _send("provision_instance_task", instance_id)
+
+
+def terminate_on_commit(instance_id: int) -> None:
+    transaction.on_commit(lambda: _send("terminate_instance_task", instance_id))
+
+
+def terminate_now(instance_id: int) -> None:
+    """Outside a transaction: send a termination (a duplicate finds nothing to stop)."""
+    _send("terminate_instance_task", instance_id)
+
+
+def sync_soon() -> None:
+    _send("sync_instances_task", countdown=2)
+
+
+def admit_queued_on_commit(gpu_model_id: int) -> None:
+    transaction.on_commit(lambda: _send("admit_queued_task", gpu_model_id))
+
+
+def process_due_at(due: datetime) -> None:
+    """A nudge at a due time (a notice ending, a reservation starting). The due times are
+    rows; the periodic sweep finds them even if this message is lost or a worker restarts."""
+    transaction.on_commit(lambda: _send("process_due_task", eta=due))

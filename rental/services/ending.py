@@ -1,0 +1,104 @@
+"""Ending leases: by their user, at their end, or by preemption at the end of a notice."""
+
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from portal import access, audit
+from portal.errors import InvalidTransition, NotPermitted
+from rental import jobs
+from rental.models import Reservation, TerminationReason
+from rental.services import instances as instance_services
+
+Status = Reservation.Status
+
+
+def end_locked(reservation: Reservation, *, reason: str, at: datetime) -> str:
+    """Within the caller's transaction, ``reservation`` locked: a waiting lease is
+    cancelled; a running one's usage closes at ``at`` and its instances are terminated
+    by the worker. Returns the status it had. Raises InvalidTransition when it is over."""
+    before = reservation.status
+    if reservation.status in (Status.PENDING_APPROVAL, Status.QUEUED, Status.SCHEDULED):
+        reservation.status = Status.CANCELLED
+        reservation.ended_at = at
+        reservation.end_reason = reason
+        reservation.reclaim_due_at = None
+        reservation.save()
+        # Nobody needs the victims' GPUs any more: their notices are called off.
+        Reservation.objects.filter(
+            preempted_for=reservation, status__in=(Status.PROVISIONING, Status.ACTIVE)
+        ).update(notice_due_at=None, preempted_for=None, status_code="", status_message="")
+    elif reservation.status in (Status.PROVISIONING, Status.ACTIVE):
+        reservation.status = Status.ENDING
+        reservation.end_reason = reason
+        reservation.ended_at = at
+        reservation.save()
+        for instance in reservation.instances.select_for_update():
+            instance_services.stop_billing_and_terminate(instance, reason=reason, at=at)
+        instance_services.finish_if_all_terminated(reservation.pk)
+    else:
+        raise InvalidTransition(
+            _("This lease is %(status)s and cannot be ended.")
+            % {"status": reservation.get_status_display().lower()}
+        )
+    return before
+
+
+@transaction.atomic
+def end_reservation(
+    *,
+    actor,
+    reservation: Reservation,
+    reason: str = TerminationReason.USER,
+    now: datetime | None = None,
+    source: str = "web",
+) -> Reservation:
+    """End a lease: a waiting one is cancelled; a running one's usage closes at ``now`` and
+    its instances are terminated by the worker. Ending twice is refused, never billed twice."""
+    if actor is not None and not (
+        access.can_request_for(actor, reservation.project)
+        or access.can_manage(actor, reservation.project)
+    ):
+        raise NotPermitted(
+            _("Only members of %(project)s can end its leases.") % {"project": reservation.project}
+        )
+    now = now or timezone.now()
+    reservation = Reservation.objects.select_for_update().get(pk=reservation.pk)
+    before = end_locked(reservation, reason=reason, at=now)
+    audit.record(
+        actor=actor,
+        verb="lease.ended",
+        obj=reservation,
+        project=reservation.project_id,
+        source=source if actor else "worker",
+        at=now,
+        before={"status": before},
+        after={"status": reservation.status, "reason": reason},
+    )
+    jobs.admit_queued_on_commit(reservation.gpu_model_id)
+    return reservation
+
+
+def end_expired_leases(*, now: datetime | None = None) -> int:
+    """End every running lease whose time is up; usage closes at the lease's end, not now."""
+    now = now or timezone.now()
+    due = Reservation.objects.filter(
+        status__in=(Status.PROVISIONING, Status.ACTIVE), end__lte=now
+    ).values_list("pk", flat=True)
+    ended = 0
+    for pk in list(due):
+        reservation = Reservation.objects.get(pk=pk)
+        try:
+            end_reservation(
+                actor=None,
+                reservation=reservation,
+                reason=TerminationReason.LEASE_END,
+                now=min(reservation.end, now),
+                source="worker",
+            )
+        except InvalidTransition:
+            continue  # ended meanwhile by someone else
+        ended += 1
+    return ended

@@ -1,0 +1,47 @@
+"""Writing an admission decision onto a lease: status, tier, reason, and its instances."""
+
+from datetime import datetime
+
+from rental import jobs, selectors
+from rental.models import Instance, Reservation
+from rental.services.admission_rules import Decision
+
+Status = Reservation.Status
+
+
+def apply_decision(reservation: Reservation, decision: Decision, *, now: datetime) -> None:
+    """Write a decision; an admitted lease gets its instances and launches on commit."""
+    reservation.status = decision.status
+    reservation.tier = decision.tier
+    reservation.status_code = decision.code
+    reservation.status_message = decision.message
+    if decision.status == Status.PROVISIONING:
+        # The lease's clock starts when it is admitted, not when it was asked for.
+        length = reservation.end - reservation.start
+        reservation.start, reservation.end = now, now + length
+        reservation.reclaim_due_at = None
+        reservation.save()
+        create_instances(reservation)
+    else:
+        reservation.save()
+
+
+def create_instances(reservation: Reservation) -> list[Instance]:
+    """Within the caller's transaction: the lease's instances, launched on commit."""
+    offering = reservation.offering
+    rate = selectors.rate_for(offering, reservation.market)
+    instances = [
+        Instance.objects.create(
+            reservation=reservation,
+            account=offering.account,
+            offering=offering,
+            region=offering.region,
+            market=reservation.market,
+            gpu_count=offering.gpus_per_instance,
+            rate_per_hour=rate * offering.gpus_per_instance,
+            ssh_user=reservation.image.ssh_user if reservation.image else "",
+        )
+        for _index in range(reservation.instance_count)
+    ]
+    jobs.provision_on_commit(instance.pk for instance in instances)
+    return instances

@@ -1,0 +1,210 @@
+"""Queue services: promote burst leases into the guarantee (Q3) and admit queued leases in
+Q5 order whenever room appears; a lease that cannot fit does not block those behind it."""
+
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from portal import audit
+from portal.errors import QuotaExceeded
+from rental.models import GpuModel, Market, Pool, Quota, Reservation, Tier, UsageRecord
+from rental.services import instances as instance_services
+from rental.services import notices, reclaim
+from rental.services.admission_rules import Standing, decide
+from rental.services.placement import apply_decision
+from rental.services.pool import lock_pool, read_standing
+from rental.services.queue_rules import Waiting, queue_order
+
+Status = Reservation.Status
+
+
+@transaction.atomic
+def admit_queued(*, gpu_model: GpuModel | int, now: datetime | None = None) -> list[Reservation]:
+    """Promote what now fits the guarantee, then admit queued leases of one pool that fit,
+    in Q5 order, taking capacity back for guaranteed-eligible ones (Q6)."""
+    now = now or timezone.now()
+    return admit_in_pool(lock_pool(gpu_model), now=now)
+
+
+def _quotas(pool: Pool, project_ids: set[int]) -> dict[int, Quota]:
+    return {
+        quota.project_id: quota
+        for quota in Quota.objects.filter(project_id__in=project_ids, gpu_model=pool.gpu_model_id)
+    }
+
+
+def waiting_in_order(
+    pool: Pool, queued: list[Reservation]
+) -> tuple[list[Reservation], dict[int, Standing]]:
+    """Queued leases in Q5 order with their projects' standings (no locks taken here)."""
+    project_ids = {lease.project_id for lease in queued}
+    quotas = _quotas(pool, project_ids)
+    standings = {pid: read_standing(pool, pid, quotas.get(pid)) for pid in project_ids}
+    by_id = {lease.pk: lease for lease in queued}
+    waiting = [
+        Waiting(
+            id=lease.pk,
+            guaranteed_eligible=lease.market != Market.SPOT
+            and standings[lease.project_id].used_guaranteed + lease.gpu_count
+            <= standings[lease.project_id].guaranteed,
+            priority=lease.priority,
+            over_guarantee=max(
+                standings[lease.project_id].used - standings[lease.project_id].guaranteed, 0
+            ),
+            weight=quotas[lease.project_id].weight if lease.project_id in quotas else 1,
+            submitted_at=lease.submitted_at,
+        )
+        for lease in queued
+    ]
+    return [by_id[w.id] for w in queue_order(waiting)], standings
+
+
+def admit_in_pool(pool: Pool, *, now: datetime) -> list[Reservation]:
+    """Within the caller's transaction, pool locked."""
+    promote_in_pool(pool, now=now)
+    admitted: list[Reservation] = []
+    passed: set[int] = set()
+    while True:
+        queued = list(
+            Reservation.objects.select_for_update(of=("self",))
+            .filter(gpu_model=pool.gpu_model_id, status=Status.QUEUED, reclaim_due_at__isnull=True)
+            .exclude(pk__in=passed)
+            .select_related("offering", "image", "project")
+        )
+        if not queued:
+            break
+        ordered, standings = waiting_in_order(pool, queued)
+        for lease in ordered:
+            standing = standings[lease.project_id]
+            try:
+                decision = decide(
+                    standing,
+                    gpu_count=lease.gpu_count,
+                    priority=lease.priority,
+                    market=lease.market,
+                    approved=lease.approved_at is not None,
+                )
+            except QuotaExceeded:
+                passed.add(lease.pk)
+                continue  # its project's standing changed; it waits
+            if decision.status == Status.PROVISIONING:
+                apply_decision(lease, decision, now=now)
+                audit.record(
+                    actor=None,
+                    verb="lease.admitted",
+                    obj=lease,
+                    project=lease.project_id,
+                    source="worker",
+                    at=now,
+                    after={"tier": lease.tier},
+                )
+                notices.starting(lease)
+                admitted.append(lease)
+                passed.add(lease.pk)
+                break  # standings changed: re-read before the next one
+            if decision.status == Status.QUEUED:
+                changed = (lease.tier, lease.status_code, lease.status_message) != (
+                    decision.tier,
+                    decision.code,
+                    decision.message,
+                )
+                lease.tier = decision.tier
+                lease.status_code, lease.status_message = decision.code, decision.message
+                if reclaim.reclaim_for(pool=pool, lease=lease, standing=standing, now=now):
+                    passed.add(lease.pk)
+                    break  # GPUs are now claimed: re-read
+                if changed:  # a long queue is not rewritten on every pass
+                    lease.save(
+                        update_fields=["tier", "status_code", "status_message", "updated_at"]
+                    )
+            passed.add(lease.pk)
+        else:
+            break
+    from rental.services.pools import tell_watchers
+
+    tell_watchers(pool, now=now)
+    return admitted
+
+
+def promote_in_pool(pool: Pool, *, now: datetime) -> list[Reservation]:
+    """Q3: where a project's guaranteed use has fallen, its burst leases that now fit become
+    guaranteed, oldest first, and can no longer be reclaimed as burst."""
+    burst = Reservation.objects.select_for_update(of=("self",)).filter(
+        gpu_model=pool.gpu_model_id,
+        status__in=(Status.PROVISIONING, Status.ACTIVE),
+        tier=Tier.BURST,
+        notice_due_at__isnull=True,
+    )
+    project_ids = set(burst.values_list("project_id", flat=True))
+    if not project_ids:
+        return []
+    quotas = _quotas(pool, project_ids)
+    promoted: list[Reservation] = []
+    for project_id in sorted(project_ids):
+        standing = read_standing(pool, project_id, quotas.get(project_id))
+        room = standing.guaranteed - standing.used_guaranteed
+        for lease in burst.filter(project_id=project_id).order_by("start", "pk"):
+            if lease.gpu_count <= room:
+                promote(lease=lease, now=now)
+                room -= lease.gpu_count
+                promoted.append(lease)
+    return promoted
+
+
+def promote(*, lease: Reservation, now: datetime) -> None:
+    """One burst lease becomes guaranteed from ``now``: its open usage is split at ``now`` so
+    billing sees each second in the tier it ran in."""
+    lease.tier = Tier.GUARANTEED
+    lease.status_code = "promoted"
+    lease.status_message = _("Promoted to guaranteed at %(at)s UTC.") % {
+        "at": now.strftime("%Y-%m-%d %H:%M:%S")
+    }
+    lease.save()
+    for instance in lease.instances.select_for_update():
+        for record in UsageRecord.objects.filter(instance=instance, end__isnull=True):
+            if record.start >= now:
+                record.tier = Tier.GUARANTEED
+                record.save(update_fields=["tier"])
+                continue
+            instance_services.close_usage(instance, at=now, reason="")
+            UsageRecord.objects.create(
+                instance=instance,
+                project_id=record.project_id,
+                gpu_model_id=record.gpu_model_id,
+                tier=Tier.GUARANTEED,
+                market=record.market,
+                gpu_count=record.gpu_count,
+                start=now,
+                rate=record.rate,
+            )
+    audit.record(
+        actor=None,
+        verb="lease.promoted",
+        obj=lease,
+        project=lease.project_id,
+        source="worker",
+        at=now,
+        before={"tier": Tier.BURST},
+        after={"tier": Tier.GUARANTEED},
+    )
+    notices.promoted(lease)
+
+
+def queue_positions(gpu_model: GpuModel | int) -> dict[int, int]:
+    """Each queued lease's place (1-based) in its pool's queue, as admission would take
+    them now; leases waiting for reclaimed GPUs come first. Read-only."""
+    pool = Pool.objects.filter(gpu_model=gpu_model).first()
+    if pool is None:
+        return {}
+    queued = list(
+        Reservation.objects.filter(gpu_model=pool.gpu_model_id, status=Status.QUEUED).order_by(
+            "reclaim_due_at", "pk"
+        )
+    )
+    claiming = [lease for lease in queued if lease.reclaim_due_at is not None]
+    ordered, _standings = waiting_in_order(
+        pool, [lease for lease in queued if lease.reclaim_due_at is None]
+    )
+    return {lease.pk: place for place, lease in enumerate(claiming + ordered, start=1)}

@@ -1,0 +1,114 @@
+"""Reclaim rules: which running leases give their GPUs back, and in what order (Q6, Q7, R4).
+
+Pure functions over plain numbers; ``reclaim.py`` reads the candidates under the
+pool lock, calls ``choose_victims`` and writes the notices.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from rental.models import Market, Priority, Tier
+
+# Lower number: more important. "Lowest priority first" sorts by the highest rank first.
+PRIORITY_RANK = {Priority.PRODUCTION: 0, Priority.EXPERIMENT: 1, Priority.LEARNING: 2}
+
+# Who may take GPUs back (the tier the request would run in).
+GUARANTEED = "guaranteed"  # Q6: spot, other projects' burst, own lower-priority leases
+BURST = "burst"  # Q7: spot only
+RESERVED = "reserved"  # R4: spot, then other projects' burst
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A running lease that might be a victim."""
+
+    id: int
+    project_id: int
+    gpus: int
+    tier: str
+    market: str
+    priority: str
+    started: datetime
+
+
+def reclaim_order(
+    candidates: list[Candidate], *, project_id: int, priority: str, mode: str
+) -> list[Candidate]:
+    """The leases that may be taken, in the order they are taken.
+
+    1. spot leases (any project), lowest priority first, then newest;
+    2. other projects' burst leases, lowest priority first, then newest;
+    3. (guaranteed requests only) the project's own non-production leases of a
+       lower priority than the request, lowest priority first, then newest.
+    Other projects' guaranteed and reserved leases are never candidates (Q1, Q6).
+    """
+
+    def newest_lowest(lease: Candidate) -> tuple:
+        return (-PRIORITY_RANK[lease.priority], -lease.started.timestamp(), -lease.id)
+
+    spot = [c for c in candidates if c.market == Market.SPOT or c.tier == Tier.SPOT]
+    rest = [c for c in candidates if c not in spot]
+    order = sorted(spot, key=newest_lowest)
+    if mode == BURST:
+        return order
+    order += sorted(
+        (c for c in rest if c.project_id != project_id and c.tier == Tier.BURST),
+        key=newest_lowest,
+    )
+    if mode == GUARANTEED:
+        order += sorted(
+            (
+                c
+                for c in rest
+                if c.project_id == project_id
+                and c.priority != Priority.PRODUCTION
+                and PRIORITY_RANK[c.priority] > PRIORITY_RANK[priority]
+                and c.tier in (Tier.GUARANTEED, Tier.BURST)
+            ),
+            key=newest_lowest,
+        )
+    return order
+
+
+def choose_victims(
+    candidates: list[Candidate],
+    *,
+    need: int,
+    free: int,
+    project_id: int,
+    priority: str,
+    mode: str,
+    guarantee_short: int = 0,
+) -> list[Candidate] | None:
+    """Victims that free ``need − free`` GPUs of the pool and, for a production request
+    over its guarantee, ``guarantee_short`` GPUs of its own project's guarantee.
+
+    Greedy in Q6 order until both are covered, then every victim that is not needed is
+    dropped (latest taken first). None when even all the candidates would not make room;
+    an empty list when there is room already."""
+    missing = need - free
+
+    def gives_guarantee(lease: Candidate) -> int:
+        return lease.gpus if lease.project_id == project_id and lease.tier == Tier.GUARANTEED else 0
+
+    if missing <= 0 and guarantee_short <= 0:
+        return []
+    chosen: list[Candidate] = []
+    freed = freed_guarantee = 0
+    for candidate in reclaim_order(candidates, project_id=project_id, priority=priority, mode=mode):
+        if freed >= missing and freed_guarantee >= guarantee_short:
+            break
+        chosen.append(candidate)
+        freed += candidate.gpus
+        freed_guarantee += gives_guarantee(candidate)
+    if freed < missing or freed_guarantee < guarantee_short:
+        return None
+    for candidate in reversed(list(chosen)):
+        if (
+            freed - candidate.gpus >= missing
+            and freed_guarantee - gives_guarantee(candidate) >= guarantee_short
+        ):
+            chosen.remove(candidate)
+            freed -= candidate.gpus
+            freed_guarantee -= gives_guarantee(candidate)
+    return chosen
