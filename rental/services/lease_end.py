@@ -80,7 +80,7 @@ def leases_ending_before(*, until: datetime, now: datetime) -> list[tuple[int, d
 def end_lease_at_its_end(*, reservation_id: int, now: datetime | None = None) -> bool:
     """End one lease whose end has come (a task scheduled at its end second). Does
     nothing before its end, or when it was ended or extended meanwhile."""
-    from rental.services.leases import end_reservation
+    from rental.services.ending import end_reservation
 
     now = now or timezone.now()
     lease = Reservation.objects.filter(pk=reservation_id, status__in=LIVE).first()
