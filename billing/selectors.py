@@ -1,4 +1,4 @@
-"""Reading what a project owes: billed seconds per usage interval and draft statement lines.
+"""Reading what a project owes: draft and closed statements, month-to-date spend.
 
 Usage comes from rental's selectors only. Time is split at period boundaries
 (B6); amounts are exact until one rounding per line (B2).
@@ -6,50 +6,26 @@ Usage comes from rental's selectors only. Time is split at period boundaries
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
 
+from billing.models import Statement, StatementLine
 from billing.money import SECONDS_PER_HOUR, gpu_seconds_cost, quantize
+from billing.periods import (  # noqa: F401  (the public names of billed time live here too)
+    SECOND,
+    billed_seconds,
+    period_end,
+    period_start,
+    whole_seconds,
+)
+from billing.statements import compute_period
 from rental import selectors as rental_selectors
-from rental.models import GpuModel, UsageRecord
-from rental.models.leases import PLATFORM_ENDED
-
-
-def period_start(moment: datetime | date) -> datetime:
-    return datetime(moment.year, moment.month, 1, tzinfo=UTC)
-
-
-def period_end(start: datetime) -> datetime:
-    return datetime(start.year + start.month // 12, start.month % 12 + 1, 1, tzinfo=UTC)
-
-
-def billed_seconds(
-    record: UsageRecord | Any, *, start: datetime, end: datetime, now: datetime
-) -> int:
-    """Seconds of ``record`` billed in [start, end) (B1, B6).
-
-    The run counts to the second from its start to its end (or ``now`` while it
-    runs). A closed run shorter than the minimum that the platform did not end is
-    topped up to the minimum, in the period where the run ended.
-    """
-    run_end = record.end or now
-    inside = max(0, int((min(run_end, end) - max(record.start, start)).total_seconds()))
-    if record.end is None or record.end_reason in PLATFORM_ENDED:
-        return inside
-    duration = int((record.end - record.start).total_seconds())
-    minimum = settings.PORTAL_MINIMUM_BILLED_SECONDS
-    if duration >= minimum:
-        return inside
-    # The run ended in the period holding its last instant (a zero-length run: its start).
-    last = record.end - timedelta(microseconds=1) if record.end > record.start else record.start
-    if start <= last < end:
-        return inside + (minimum - duration)
-    return inside
+from rental.models import GpuModel
 
 
 @dataclass
@@ -66,17 +42,6 @@ class UsageLine:
     @property
     def amount(self) -> Decimal:
         return quantize(gpu_seconds_cost(self.gpu_seconds, self.rate))
-
-
-@dataclass
-class DraftStatement:
-    period: datetime
-    lines: list[UsageLine]
-    currency: str
-
-    @property
-    def total(self) -> Decimal:
-        return sum((line.amount for line in self.lines), Decimal("0.00"))
 
 
 def usage_lines(
@@ -118,27 +83,93 @@ def usage_lines(
     }
 
 
+MANUAL_KINDS = ("adjustment", "credit")
+
+
+@dataclass
+class StatementView:
+    """A project's statement for a month: the live draft (computed lines plus the manual
+    lines already added to the open period) or the closed statement's stored lines."""
+
+    project_id: int
+    period: datetime
+    lines: list[Any]
+    currency: str
+    status: str = "draft"
+    statement: Any = None
+    pools: dict[int, dict[str, str]] = field(default_factory=dict)
+    covered_end: datetime | None = None
+
+    @property
+    def total(self) -> Decimal:
+        return sum((line.amount for line in self.lines), Decimal("0.00"))
+
+    @property
+    def is_draft(self) -> bool:
+        return self.status == "draft"
+
+
+def manual_lines(*, project_ids: Iterable[int] | None, period: datetime) -> dict[int, list]:
+    """Adjustment and credit lines already added to the open period's draft statements."""
+    lines = StatementLine.objects.filter(
+        statement__period=period.date(),
+        statement__status=Statement.Status.DRAFT,
+        kind__in=MANUAL_KINDS,
+    ).order_by("id")
+    if project_ids is not None:
+        lines = lines.filter(statement__project_id__in=list(project_ids))
+    per_project: dict[int, list] = defaultdict(list)
+    for line in lines.select_related("statement"):
+        per_project[line.statement.project_id].append(line)
+    return per_project
+
+
 def draft_statement(
     *, project_id: int, period: date | datetime | None = None, now: datetime | None = None
-) -> DraftStatement:
-    """The live preview of a project's statement for a month (P1)."""
+) -> StatementView:
+    """A project's statement for a month: the live preview while open (P1), the stored
+    lines once closed."""
     now = now or timezone.now()
     start = period_start(period or now)
-    end = period_end(start)
-    lines = usage_lines(
-        project_ids=[project_id], start=start, end=min(end, max(now, start)), now=now
-    )
-    return DraftStatement(
-        period=start, lines=lines.get(project_id, []), currency=settings.PORTAL_CURRENCY
+    statement = Statement.objects.filter(project_id=project_id, period=start.date()).first()
+    if statement is not None and statement.status != Statement.Status.DRAFT:
+        return StatementView(
+            project_id=project_id,
+            period=start,
+            lines=list(statement.lines.select_related("gpu_model").order_by("id")),
+            currency=statement.currency,
+            status=statement.status,
+            statement=statement,
+        )
+    computed = compute_period(period=start, now=now)
+    lines = computed.for_project(project_id) + manual_lines(
+        project_ids=[project_id], period=start
+    ).get(project_id, [])
+    return StatementView(
+        project_id=project_id,
+        period=start,
+        lines=lines,
+        currency=settings.PORTAL_CURRENCY,
+        statement=statement,
+        pools={
+            line.gpu_model_id: computed.pools.get(line.gpu_model_id, {})
+            for line in lines
+            if getattr(line, "gpu_model_id", None)
+        },
+        covered_end=computed.covered_end,
     )
 
 
 def month_to_date(*, project_ids: Iterable[int], now: datetime | None = None) -> dict[int, Decimal]:
-    """Each project's accrued charges this month, in one pass over the usage."""
+    """Each project's accrued charges this month (BU2 actual), in one pass over the usage."""
     now = now or timezone.now()
+    project_ids = list(project_ids)
     start = period_start(now)
-    per_project = usage_lines(project_ids=project_ids, start=start, end=now, now=now)
-    return {
-        project_id: sum((line.amount for line in lines), Decimal("0.00"))
-        for project_id, lines in per_project.items()
-    }
+    computed = compute_period(period=start, now=now)
+    manual = manual_lines(project_ids=project_ids, period=start)
+    totals = {}
+    for project_id in project_ids:
+        lines = computed.for_project(project_id) + manual.get(project_id, [])
+        if lines:
+            totals[project_id] = sum((line.amount for line in lines), Decimal("0.00"))
+    return totals

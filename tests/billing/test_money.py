@@ -80,7 +80,7 @@ def test_it_bills_per_second_with_a_minimum_only_for_user_ended_runs(lease):
     assert len(statement.lines) == 1
     line = statement.lines[0]
     assert line.gpu_seconds == 10_830 + 60 + 45
-    assert gpu_seconds_cost(line.gpu_seconds, line.rate) == Decimal("7.59375")
+    assert gpu_seconds_cost(line.gpu_seconds, line.unit_price) == Decimal("7.59375")
     assert line.amount == Decimal("7.59")
     assert statement.total == Decimal("7.59")
 
