@@ -248,6 +248,9 @@ CELERY_BEAT_SCHEDULE = {
         "task": "rental.tasks.end_expired_leases_task",
         "schedule": float(env_int("PORTAL_LEASE_CHECK_INTERVAL", 30)),
     },
+    # Budgets are evaluated hourly (BU1); closing is tried hourly and acts once per month.
+    "evaluate-budgets": {"task": "billing.tasks.evaluate_budgets_task", "schedule": 3600.0},
+    "close-due-periods": {"task": "billing.tasks.close_due_periods_task", "schedule": 3600.0},
 }
 
 # The portal's own policy.
@@ -259,6 +262,11 @@ PORTAL_PREEMPTION_NOTICE_SECONDS = env_int("PORTAL_PREEMPTION_NOTICE_SECONDS", 1
 PORTAL_MINIMUM_BILLED_SECONDS = env_int("PORTAL_MINIMUM_BILLED_SECONDS", 60)
 PORTAL_LAUNCH_STALE_SECONDS = env_int("PORTAL_LAUNCH_STALE_SECONDS", 600)
 PORTAL_CURRENCY = env_str("PORTAL_CURRENCY", "USD")
+# Billing: a month's statements close this long after it ends (P1); the company name on PDFs.
+PORTAL_STATEMENT_GRACE_HOURS = env_int("PORTAL_STATEMENT_GRACE_HOURS", 48)
+PORTAL_COMPANY_NAME = env_str("PORTAL_COMPANY_NAME", "GPU Portal")
+# Checks admission asks before a lease is admitted; each returns None or (code, message).
+PORTAL_ADMISSION_CHECKS = ["billing.admission.budget_cap"]
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
