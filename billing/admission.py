@@ -35,9 +35,11 @@ def budget_cap(
     if tier not in CAPPED_TIERS and not is_reservation:
         return None
     project_id = project if isinstance(project, int) else project.pk
-    budget = Budget.objects.filter(project_id=project_id).values_list(
-        "monthly_amount", flat=True
-    ).first()
+    budget = (
+        Budget.objects.filter(project_id=project_id)
+        .values_list("monthly_amount", flat=True)
+        .first()
+    )
     if budget is None:
         return None
     actual = month_to_date(project_ids=[project_id], now=now).get(project_id, Decimal("0.00"))

@@ -122,9 +122,7 @@ def _usage_description(pool: PoolPeriod, key: UsageKey) -> str:
     }
 
 
-def metered_lines(
-    pool: PoolPeriod, usage: Mapping[int, Mapping[UsageKey, int]]
-) -> list[Line]:
+def metered_lines(pool: PoolPeriod, usage: Mapping[int, Mapping[UsageKey, int]]) -> list[Line]:
     """Each project's own usage lines: metered at the captured rate, or 0.00 where covered."""
     lines = []
     for project_id in sorted(usage):
@@ -173,7 +171,11 @@ def reservation_lines(pool: PoolPeriod, windows: list[ReservedWindow]) -> list[L
                 kind=RESERVATION,
                 amount=amount,
                 description=_("Reservation #%(id)s: %(n)s× %(model)s, charged whether used or not")
-                % {"id": window.reservation_id, "n": window.gpu_count, "model": pool.gpu_model_name},
+                % {
+                    "id": window.reservation_id,
+                    "n": window.gpu_count,
+                    "model": pool.gpu_model_name,
+                },
                 gpu_model_id=window.gpu_model_id,
                 market=window.market,
                 tier="reserved",

@@ -36,9 +36,7 @@ def _seconds_before(record_start: datetime, moment: datetime, duration: int) -> 
     return min(max(before, 0), duration)
 
 
-def billed_seconds(
-    record: Any, *, start: datetime, end: datetime, now: datetime
-) -> int:
+def billed_seconds(record: Any, *, start: datetime, end: datetime, now: datetime) -> int:
     """Seconds of ``record`` billed in [start, end) (B1, B6).
 
     The run's billed time is counted once, in whole seconds, from its start to its

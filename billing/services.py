@@ -174,9 +174,10 @@ def close_due_periods(*, now: datetime | None = None) -> int:
     grace = timedelta(hours=settings.PORTAL_STATEMENT_GRACE_HOURS)
     if now < period_end(previous) + grace:
         return 0
-    if not Statement.objects.filter(period=previous.date(), status=Statement.Status.DRAFT).exists():
-        if Statement.objects.filter(period=previous.date()).exists():
-            return 0
+    statements = Statement.objects.filter(period=previous.date())
+    already_closed = statements.exclude(status=Statement.Status.DRAFT).exists()
+    if already_closed and not statements.filter(status=Statement.Status.DRAFT).exists():
+        return 0  # closed on an earlier run; closing is idempotent but not free
     return close_period(period=previous, now=now)
 
 
@@ -497,7 +498,8 @@ def evaluate_budgets(*, now: datetime | None = None) -> list[BudgetAlert]:
     fired: list[BudgetAlert] = []
     for budget in budgets:
         current = standing(
-            budget=budget.monthly_amount, actual=spend.get(budget.project_id, Decimal("0.00")),
+            budget=budget.monthly_amount,
+            actual=spend.get(budget.project_id, Decimal("0.00")),
             now=now,
         )
         for percent, kind, value in crossed_thresholds(budget.thresholds, current):
@@ -530,7 +532,8 @@ def _fire(
                 [*notifications.managers_of(budget.project)],
                 subject=_("%(project)s: %(kind)s spend passed %(percent)s%% of its budget")
                 % {"project": budget.project.name, "kind": kind, "percent": percent},
-                body=_("%(value)s of %(budget)s") % {"value": value, "budget": budget.monthly_amount},
+                body=_("%(value)s of %(budget)s")
+                % {"value": value, "budget": budget.monthly_amount},
                 link=reverse("rental:project", args=[budget.project.slug]),
             )
     except IntegrityError:
@@ -583,12 +586,12 @@ def set_budget(
     try:
         cleaned = form.clean_thresholds()
     except Exception as invalid:  # a ValidationError with the message a person reads
-        raise InvalidInput(" ".join(getattr(invalid, "messages", [str(invalid)])), field="thresholds") from None
+        raise InvalidInput(
+            " ".join(getattr(invalid, "messages", [str(invalid)])), field="thresholds"
+        ) from None
     budget = Budget.objects.select_for_update().filter(project=project).first()
     before = (
-        {"monthly_amount": budget.monthly_amount, "thresholds": budget.thresholds}
-        if budget
-        else {}
+        {"monthly_amount": budget.monthly_amount, "thresholds": budget.thresholds} if budget else {}
     )
     if budget is None:
         budget = Budget(project=project)

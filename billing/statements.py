@@ -131,9 +131,11 @@ def compute_period(*, period: date | datetime, now: datetime) -> PeriodLines:
                 )
             )
     payments: dict[int, list[UpfrontPayment]] = defaultdict(list)
-    for payment in UpfrontPayment.objects.select_related(None).only(
-        "pool__gpu_model_id", "amount", "first_month", "months"
-    ).select_related("pool"):
+    for payment in (
+        UpfrontPayment.objects.select_related(None)
+        .only("pool__gpu_model_id", "amount", "first_month", "months")
+        .select_related("pool")
+    ):
         payments[payment.pool.gpu_model_id].append(payment)
     model_ids = sorted(set(usage) | set(windows) | set(terms))
     project_ids = {p for model in usage.values() for p in model} | {

@@ -10,8 +10,18 @@ def at(*parts: int) -> datetime:
     return datetime(*parts, tzinfo=UTC)
 
 
-def lease(f0, project, *, tier="guaranteed", gpus=1, start=None, end=None, status="ended",
-          market="on_demand", requester=None):
+def lease(
+    f0,
+    project,
+    *,
+    tier="guaranteed",
+    gpus=1,
+    start=None,
+    end=None,
+    status="ended",
+    market="on_demand",
+    requester=None,
+):
     return Reservation.objects.create(
         project=project,
         requester=requester or f0.engineer_of(project),
@@ -26,8 +36,19 @@ def lease(f0, project, *, tier="guaranteed", gpus=1, start=None, end=None, statu
     )
 
 
-def run(reservation, *, start, seconds=None, hours=None, gpus=1, rate="2.50", tier=None,
-        reason=TerminationReason.LEASE_END, market="on_demand", end=None):
+def run(
+    reservation,
+    *,
+    start,
+    seconds=None,
+    hours=None,
+    gpus=1,
+    rate="2.50",
+    tier=None,
+    reason=TerminationReason.LEASE_END,
+    market="on_demand",
+    end=None,
+):
     """One usage run of ``gpus`` GPUs from ``start`` for ``seconds`` (or ``hours``, or up to
     ``end``); None for all three leaves it running."""
     if hours is not None:

@@ -55,7 +55,9 @@ def test_it_apportions_hybrid_as_scenario_12(scenario12):
         "beta": Decimal("3600.00"),
         "gamma": Decimal("750.00"),
     }
-    alpha = {(line.kind, line.tier): line.amount for line in computed.for_project(scenario12.alpha.pk)}
+    alpha = {
+        (line.kind, line.tier): line.amount for line in computed.for_project(scenario12.alpha.pk)
+    }
     assert alpha == {
         ("committed_share", ""): Decimal("1800.00"),
         ("usage", "guaranteed"): Decimal("0.00"),
@@ -164,8 +166,10 @@ def test_it_amortizes_an_uneven_payment_to_the_cent(f0):
         pool=f0.pool, amount=Decimal("1000.00"), first_month=at(2027, 11, 1).date(), months=4
     )
     # Nov 30 d, Dec 31 d, Jan 31 d, Feb 29 d (2028): 121 days.
-    shares = [amortized_share(payment, month) for month in
-              (at(2027, 11, 1), at(2027, 12, 1), at(2028, 1, 1), at(2028, 2, 1))]
+    shares = [
+        amortized_share(payment, month)
+        for month in (at(2027, 11, 1), at(2027, 12, 1), at(2028, 1, 1), at(2028, 2, 1))
+    ]
     assert shares == [Decimal("247.93"), Decimal("256.20"), Decimal("256.20"), Decimal("239.67")]
     assert sum(shares) == Decimal("1000.00")
 
@@ -207,8 +211,15 @@ def test_it_does_not_charge_a_reservation_cancelled_before_its_start(f0):
 
 
 def test_it_charges_only_the_elapsed_part_of_a_reservation_in_a_draft(f0):
-    lease(f0, f0.gamma, tier="reserved", gpus=4, start=at(2026, 4, 6, 9),
-          end=at(2026, 4, 6, 17), status="active")
+    lease(
+        f0,
+        f0.gamma,
+        tier="reserved",
+        gpus=4,
+        start=at(2026, 4, 6, 9),
+        end=at(2026, 4, 6, 17),
+        status="active",
+    )
     statement = draft_statement(project_id=f0.gamma.pk, period=APRIL, now=at(2026, 4, 6, 10, 30))
     assert statement.total == Decimal("15.00")  # 4 × 1.5 h × $2.50
 

@@ -1,6 +1,7 @@
 """Billed time (B1, B6): whole seconds counted once, then split at period boundaries."""
 
 from datetime import timedelta
+from itertools import pairwise
 from decimal import Decimal
 from types import SimpleNamespace
 
@@ -51,9 +52,7 @@ def runs_and_boundaries(draw):
     start = ORIGIN + timedelta(microseconds=draw(st.integers(0, 4 * 3600 * 10**6)))
     duration = timedelta(microseconds=draw(st.integers(0, 3 * 3600 * 10**6)))
     reason = draw(st.sampled_from(["user", "lease_end", "idle", "preempted", "spot_interrupted"]))
-    cuts = draw(
-        st.lists(st.integers(0, 8 * 3600 * 10**6), min_size=0, max_size=6, unique=True)
-    )
+    cuts = draw(st.lists(st.integers(0, 8 * 3600 * 10**6), min_size=0, max_size=6, unique=True))
     boundaries = sorted(ORIGIN + timedelta(microseconds=cut) for cut in cuts)
     return record(start, start + duration, reason), boundaries
 
@@ -63,7 +62,7 @@ def runs_and_boundaries(draw):
 def test_any_split_preserves_the_seconds_and_tops_up_once_where_the_run_ended(case):
     run_, boundaries = case
     edges = [ORIGIN - timedelta(days=1), *boundaries, ORIGIN + timedelta(days=1)]
-    periods = list(zip(edges, edges[1:], strict=False))
+    periods = list(pairwise(edges))
     now = ORIGIN + timedelta(days=2)
     parts = [billed_seconds(run_, start=lo, end=hi, now=now) for lo, hi in periods]
     whole = (run_.end - run_.start) // timedelta(seconds=1)
@@ -99,7 +98,10 @@ def test_any_split_sums_exactly_to_its_total(total_cents, weights):
 
 def test_the_minimum_is_not_applied_to_a_running_interval():
     run_ = record(at(2026, 1, 10, 9), None)
-    assert billed_seconds(
-        run_, start=at(2026, 1, 1), end=at(2026, 2, 1), now=at(2026, 1, 10, 9, 0, 30)
-    ) == 30
+    assert (
+        billed_seconds(
+            run_, start=at(2026, 1, 1), end=at(2026, 2, 1), now=at(2026, 1, 10, 9, 0, 30)
+        )
+        == 30
+    )
     assert gpu_seconds_cost(30, Decimal("2.50")) == Decimal("30") * Decimal("2.50") / 3600

@@ -11,8 +11,8 @@ from billing.models import Budget, BudgetAlert
 from portal.errors import NotPermitted
 from portal.models import AuditEvent, Notification
 from rental.models import Reservation
-from tests.billing.helpers import at, lease, run
 from tests import factories
+from tests.billing.helpers import at, lease, run
 
 APRIL = at(2026, 4, 1)
 
@@ -137,6 +137,4 @@ def test_a_manager_sets_the_budget_and_an_engineer_cannot(f0):
     assert budget.monthly_amount == Decimal("2500.00")
     assert AuditEvent.objects.filter(verb="budget.set", project=f0.alpha).exists()
     with pytest.raises(NotPermitted):
-        services.set_budget(
-            project=f0.alpha, actor=f0.alice, monthly_amount="1.00", thresholds=[]
-        )
+        services.set_budget(project=f0.alpha, actor=f0.alice, monthly_amount="1.00", thresholds=[])

@@ -44,9 +44,7 @@ def test_it_closes_every_project_once_with_locked_lines(april):
     assert all(s.status == "closed" for s in statements.values())
     assert not StatementLine.objects.filter(locked=False).exists()
     assert services.close_period(period=APRIL, now=MAY + timedelta(hours=49)) == 0
-    assert StatementLine.objects.count() == sum(
-        len(s.lines.all()) for s in statements.values()
-    )
+    assert StatementLine.objects.count() == sum(len(s.lines.all()) for s in statements.values())
     assert AuditEvent.objects.filter(verb="statement.close").count() == 3
 
 
@@ -121,9 +119,7 @@ def test_a_dispute_is_answered_with_a_credit_in_the_open_period(april):
     assert Statement.objects.get(project=april.alpha).status == "disputed"
     assert Notification.objects.filter(user=april.admin).exists()
     with pytest.raises(InvalidTransition):
-        services.approve_statement(
-            statement_id=line.statement_id, actor=april.alpha_manager
-        )
+        services.approve_statement(statement_id=line.statement_id, actor=april.alpha_manager)
     now = at(2026, 5, 10, 12)
     services.answer_dispute(
         dispute_id=dispute.pk,

@@ -33,13 +33,16 @@ def offences(path: Path) -> list[str]:
                 and isinstance(node.args[0].value, float)
             ):
                 found.append(f"{where} Decimal(float)")
-        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
-            # `/` between two ints is a float; money divides Decimals only.
-            if all(
+        elif (
+            isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.Div)
+            and all(
                 isinstance(side, ast.Constant) and isinstance(side.value, int)
                 for side in (node.left, node.right)
-            ):
-                found.append(f"{where} int / int is a float")
+            )
+        ):
+            # `/` between two ints is a float; money divides Decimals only.
+            found.append(f"{where} int / int is a float")
     return found
 
 
