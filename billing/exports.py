@@ -70,6 +70,12 @@ def to_csv(statements: Iterable[ExportStatement], *, names: dict[int, str]) -> s
     return out.getvalue()
 
 
+def _rate(rate: Decimal) -> str:
+    """A unit price with at least cents and up to six places: 2.50, 0.412345."""
+    whole, _dot, fraction = f"{rate.quantize(RATE_PLACES):f}".partition(".")
+    return f"{whole}.{fraction.rstrip('0').ljust(2, '0')}"
+
+
 def _money(amount: Decimal, currency: str) -> str:
     sign = "-" if amount < 0 else ""
     return f"{sign}{currency} {abs(amount):,.2f}"
@@ -143,7 +149,7 @@ def to_pdf(
                     line.kind.replace("_", " "),
                     Paragraph(line.description, small),
                     f"{line.quantity:,.2f}",
-                    f"{Decimal(line.unit_price).quantize(RATE_PLACES).normalize():f}",
+                    _rate(Decimal(line.unit_price)),
                     _money(line.amount, view.currency),
                 ]
             )

@@ -1,8 +1,8 @@
 """Billed time (B1, B6): whole seconds counted once, then split at period boundaries."""
 
 from datetime import timedelta
-from itertools import pairwise
 from decimal import Decimal
+from itertools import pairwise
 from types import SimpleNamespace
 
 from hypothesis import given, settings
