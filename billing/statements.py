@@ -12,10 +12,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
+from django.db import connection
+
 from billing.apportion import Line, PoolPeriod, ReservedWindow, UsageKey, apportion_pool
 from billing.models import UpfrontPayment
 from billing.money import largest_remainder, quantize
-from billing.periods import SECOND, billed_seconds, period_end, period_start, whole_seconds
+from billing.periods import (
+    SECOND,
+    aggregate_billed_seconds,
+    billed_seconds,
+    period_end,
+    period_start,
+    whole_seconds,
+)
 from portal.models import Project
 from rental import selectors as rental_selectors
 
@@ -98,11 +107,18 @@ class PeriodLines:
         )
 
 
-def compute_period(*, period: date | datetime, now: datetime) -> PeriodLines:
+def compute_period(
+    *, period: date | datetime, now: datetime, in_database: bool | None = None
+) -> PeriodLines:
     """All computed lines of a period as of ``now`` (the part elapsed while it is open).
 
-    Manual lines (adjustments and credits) are not computed; they live in the database.
+    Billed seconds are summed in the database on PostgreSQL (one aggregate query over the
+    month's usage) and row by row elsewhere (the SQLite demo); both follow the same rule
+    and give the same figures. Manual lines (adjustments and credits) are not computed;
+    they live in the database.
     """
+    if in_database is None:
+        in_database = connection.vendor == "postgresql"
     start = period_start(period)
     end = period_end(start)
     covered_end = min(end, max(now, start))
@@ -110,11 +126,19 @@ def compute_period(*, period: date | datetime, now: datetime) -> PeriodLines:
     usage: dict[int, dict[int, dict[UsageKey, int]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(int))
     )
-    for run in rental_selectors.usage_rows_for_period(start=start, end=covered_end):
-        seconds = billed_seconds(run, start=start, end=covered_end, now=now) * run.gpu_count
-        if seconds:
-            key = UsageKey(run.gpu_model_id, run.market, run.tier, run.rate)
-            usage[run.gpu_model_id][run.project_id][key] += seconds
+    if in_database:
+        records = rental_selectors.usage_for_period(start=start, end=covered_end)
+        for row in aggregate_billed_seconds(records, start=start, end=covered_end, now=now):
+            seconds = int(row["gpu_seconds"] or 0)
+            if seconds:
+                key = UsageKey(row["gpu_model_id"], row["market"], row["tier"], row["rate"])
+                usage[row["gpu_model_id"]][row["project_id"]][key] += seconds
+    else:
+        for run in rental_selectors.usage_rows_for_period(start=start, end=covered_end):
+            seconds = billed_seconds(run, start=start, end=covered_end, now=now) * run.gpu_count
+            if seconds:
+                key = UsageKey(run.gpu_model_id, run.market, run.tier, run.rate)
+                usage[run.gpu_model_id][run.project_id][key] += seconds
     windows: dict[int, list[ReservedWindow]] = defaultdict(list)
     for row in rental_selectors.reserved_windows_for_period(start=start, end=covered_end):
         seconds = _window_seconds(row["start"], row["end"], start, covered_end)
