@@ -15,6 +15,7 @@ urlpatterns = [
         views.line_detail,
         name="line",
     ),
+    path("projects/<slug:slug>/reports/", views.reports, name="reports"),
     path("projects/<slug:slug>/budget/", views.budget_set, name="budget_set"),
     path("statements/<int:pk>/approve/", views.statement_approve, name="statement_approve"),
     path("lines/<int:pk>/dispute/", views.line_dispute, name="line_dispute"),

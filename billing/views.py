@@ -455,3 +455,41 @@ def panel_spend(request: HttpRequest) -> HttpResponse:
         "billing/_panel_spend.html",
         {"rows": rows[:10], "more": max(len(rows) - 10, 0), "total": total},
     )
+
+
+@login_required
+def reports(request: HttpRequest, slug: str) -> HttpResponse:
+    """Reports that save money: trend, idle waste, committed-capacity and rent-or-buy
+    advice, each with its figures."""
+    from billing import reports as billing_reports
+    from rental.models import Quota
+
+    project = access.get_project_or_404(request.user, slug)
+    now = timezone.now()
+    months = billing_reports.trend(project_id=project.pk, now=now)
+    models = sorted({name for month in months for name in month.per_model})
+    advice = billing_reports.commitment_advice(
+        gpu_model_ids=list(
+            Quota.objects.filter(project=project).values_list("gpu_model_id", flat=True)
+        ),
+        now=now,
+    )
+    highest = max((month.total for month in months), default=Decimal(0)) or Decimal(1)
+    return render(
+        request,
+        "billing/reports.html",
+        {
+            "project": project,
+            "months": [
+                {
+                    "month": month,
+                    "cells": [month.per_model.get(name) for name in models],
+                    "bar": int(month.total * 200 / highest),
+                }
+                for month in months
+            ],
+            "models": models,
+            "idle": billing_reports.idle_waste(project_id=project.pk, now=now),
+            "advice": [(item, billing_reports.rent_or_buy_for(item)) for item in advice],
+        },
+    )

@@ -10,6 +10,7 @@ loudly at start-up, never silently fall back.
 import json
 import os
 import secrets
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import dj_database_url
@@ -267,6 +268,26 @@ PORTAL_STATEMENT_GRACE_HOURS = env_int("PORTAL_STATEMENT_GRACE_HOURS", 48)
 PORTAL_COMPANY_NAME = env_str("PORTAL_COMPANY_NAME", "GPU Portal")
 # Checks admission asks before a lease is admitted; each returns None or (code, message).
 PORTAL_ADMISSION_CHECKS = ["billing.admission.budget_cap"]
+# Reports: the price of a committed GPU-month where a pool has none yet, and what owning
+# a card costs (rent-versus-buy advice). Decimal strings; money is never float.
+PORTAL_COMMITTED_GPU_MONTH_PRICE = env_str("PORTAL_COMMITTED_GPU_MONTH_PRICE", "1400.00")
+PORTAL_BUY_CARD_PRICE = env_str("PORTAL_BUY_CARD_PRICE", "25000.00")
+PORTAL_BUY_LIFETIME_MONTHS = env_int("PORTAL_BUY_LIFETIME_MONTHS", 36)
+PORTAL_BUY_POWER_PER_GPU_MONTH = env_str("PORTAL_BUY_POWER_PER_GPU_MONTH", "60.00")
+PORTAL_BUY_HOSTING_PER_GPU_MONTH = env_str("PORTAL_BUY_HOSTING_PER_GPU_MONTH", "90.00")
+for _name in (
+    "PORTAL_COMMITTED_GPU_MONTH_PRICE",
+    "PORTAL_BUY_CARD_PRICE",
+    "PORTAL_BUY_POWER_PER_GPU_MONTH",
+    "PORTAL_BUY_HOSTING_PER_GPU_MONTH",
+):
+    try:
+        if Decimal(globals()[_name]) < 0:
+            raise InvalidOperation
+    except InvalidOperation:
+        raise ImproperlyConfigured(f"{_name} must be an amount such as 25000.00.") from None
+if PORTAL_BUY_LIFETIME_MONTHS < 1:
+    raise ImproperlyConfigured("PORTAL_BUY_LIFETIME_MONTHS must be at least 1.")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -21,6 +21,7 @@ from rental.models import (
     Reservation,
     Tier,
     UsageRecord,
+    UtilizationSample,
 )
 
 
@@ -382,4 +383,34 @@ def lease_usage_rows(reservation_id: int):
             "end_reason",
             named=True,
         )
+    )
+
+
+def utilization_rows(*, start: datetime, end: datetime, project_ids: Iterable[int] | None = None):
+    """Utilization samples in [start, end) as plain rows with what billing needs to price
+    them: ``instance_id, at, gpu_utilization, project_id, gpu_model_id, gpu_count, rate``
+    (rate per GPU-hour, from the instance's hourly rate), in one query."""
+    samples = UtilizationSample.objects.filter(at__gte=start, at__lt=end)
+    if project_ids is not None:
+        samples = samples.filter(instance__reservation__project_id__in=list(project_ids))
+    return samples.order_by("instance_id", "at").values_list(
+        "instance_id",
+        "at",
+        "gpu_utilization",
+        "instance__reservation__project_id",
+        "instance__reservation__gpu_model_id",
+        "instance__gpu_count",
+        "instance__rate_per_hour",
+        named=True,
+    )
+
+
+def pool_usage_intervals(*, gpu_model_id: int, start: datetime, end: datetime):
+    """A pool's usage runs overlapping [start, end) as ``(start, end, gpu_count, rate,
+    tier)`` rows, in one query (for the committed-capacity advice)."""
+    return (
+        UsageRecord.objects.filter(gpu_model_id=gpu_model_id, start__lt=end)
+        .filter(Q(end__isnull=True) | Q(end__gt=start))
+        .order_by()
+        .values_list("start", "end", "gpu_count", "rate", "tier")
     )
