@@ -99,30 +99,34 @@ def aggregate_billed_seconds(records: Any, *, start: datetime, end: datetime, no
         return Value(moment, output_field=DateTimeField())
 
     minimum = settings.PORTAL_MINIMUM_BILLED_SECONDS
-    duration = F("billing_duration")
+
+    def duration() -> Any:
+        return Greatest(
+            Floor(since_start(Coalesce(F("end"), at(now)))), Value(0), output_field=numeric
+        )
 
     def before(moment: datetime) -> Any:
-        return Least(Greatest(Ceil(since_start(at(moment))), Value(0)), duration)
+        return Least(Greatest(Ceil(since_start(at(moment))), Value(0)), duration())
 
     last_instant_inside = Q(end__gt=F("start")) & Q(end__gt=start, end__lte=end) | Q(
         end=F("start"), start__gte=start, start__lt=end
     )
+    # Most runs lie wholly inside the period and are not short: their seconds are simply
+    # floor(end − start); only the others pay for the split and the top-up (CASE is lazy).
+    wholly_inside = Q(start__gte=start, end__isnull=False, end__lte=end)
+    short = Q(end__isnull=False, end__lt=F("start") + timedelta(seconds=minimum))
     return (
         records.order_by()
         .annotate(
-            billing_duration=Greatest(
-                Floor(since_start(Coalesce(F("end"), at(now)))), Value(0), output_field=numeric
-            )
-        )
-        .annotate(
-            billing_inside=ExpressionWrapper(before(end) - before(start), output_field=numeric),
+            billing_inside=Case(
+                When(wholly_inside, then=duration()),
+                default=ExpressionWrapper(before(end) - before(start), output_field=numeric),
+                output_field=numeric,
+            ),
             billing_top_up=Case(
                 When(
-                    Q(end__isnull=False)
-                    & ~Q(end_reason__in=list(PLATFORM_ENDED))
-                    & Q(billing_duration__lt=minimum)
-                    & last_instant_inside,
-                    then=ExpressionWrapper(Value(minimum) - duration, output_field=numeric),
+                    short & ~Q(end_reason__in=list(PLATFORM_ENDED)) & last_instant_inside,
+                    then=ExpressionWrapper(Value(minimum) - duration(), output_field=numeric),
                 ),
                 default=Value(0),
                 output_field=numeric,

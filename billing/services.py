@@ -21,7 +21,7 @@ from billing.selectors import manual_lines, month_to_date
 from billing.statements import compute_period
 from portal import access, audit, notifications
 from portal.errors import InvalidInput, InvalidTransition, NotPermitted
-from portal.models import Project
+from portal.models import Membership, Project
 
 SOURCE = "web"
 
@@ -95,53 +95,67 @@ def close_period(*, period: date | datetime, actor: Any = None, now: datetime | 
         .order_by("pk")
     }
     manual = manual_lines(project_ids=None, period=start)
-    closed = 0
+    missing = [p for p in targets if p not in existing]
+    # PostgreSQL returns the new ids from a bulk insert; elsewhere they are read back.
+    Statement.objects.bulk_create(
+        [
+            Statement(project_id=p, period=start.date(), currency=settings.PORTAL_CURRENCY)
+            for p in missing
+        ]
+    )
+    if missing:
+        existing.update(
+            {
+                statement.project_id: statement
+                for statement in Statement.objects.filter(period=start.date()).order_by("pk")
+                if statement.project_id in missing
+            }
+        )
+    slugs = dict(Project.objects.filter(pk__in=project_ids).values_list("pk", "slug"))
+    managers: dict[int, list] = {}
+    for membership in Membership.objects.filter(
+        project_id__in=project_ids, role=Membership.Role.MANAGER, user__is_active=True
+    ).select_related("user"):
+        managers.setdefault(membership.project_id, []).append(membership.user)
+    closing: list[Statement] = []
     rows: list[StatementLine] = []
     for project_id in targets:
-        statement = existing.get(project_id)
-        if statement is None:
-            statement = Statement.objects.create(
-                project_id=project_id, period=start.date(), currency=settings.PORTAL_CURRENCY
-            )
-        elif statement.status != Statement.Status.DRAFT:
+        statement = existing[project_id]
+        if statement.status != Statement.Status.DRAFT:
             continue
         lines = computed.for_project(project_id)
         rows += [_line_row(statement, line) for line in lines]
         extra = manual.get(project_id, []) if project_id is not None else []
-        total = sum((line.amount for line in lines), Decimal("0.00")) + sum(
+        statement.total = sum((line.amount for line in lines), Decimal("0.00")) + sum(
             (line.amount for line in extra), Decimal("0.00")
         )
-        Statement.objects.filter(pk=statement.pk).update(
-            status=Statement.Status.CLOSED, total=total, closed_at=now
-        )
-        closed += 1
+        statement.status = Statement.Status.CLOSED
+        statement.closed_at = now
+        closing.append(statement)
         audit.record(
             actor=actor,
             verb="statement.close",
             obj=statement,
             project=project_id,
             source="worker" if actor is None else SOURCE,
-            after={"period": _period_label(start), "total": total, "lines": len(lines)},
+            after={"period": _period_label(start), "total": statement.total, "lines": len(lines)},
             at=now,
         )
-        if project_id is not None:
+        if project_id is not None and managers.get(project_id):
             notifications.notify(
-                notifications.managers_of(project_id),
+                managers[project_id],
                 subject=_("Statement for %(period)s is ready for sign-off")
                 % {"period": _period_label(start)},
-                body=_("Total: %(total)s") % {"total": total},
-                link=reverse("billing:statement", args=[_slug(project_id)])
+                body=_("Total: %(total)s") % {"total": statement.total},
+                link=reverse("billing:statement", args=[slugs[project_id]])
                 + f"?period={_period_label(start)}",
             )
+    Statement.objects.bulk_update(closing, ["status", "total", "closed_at"], batch_size=500)
     StatementLine.objects.bulk_create(rows, batch_size=2000)
     StatementLine.objects.filter(
         statement__period=start.date(), statement__status=Statement.Status.CLOSED, locked=False
     ).update(locked=True)
-    return closed
-
-
-def _slug(project_id: int) -> str:
-    return Project.objects.values_list("slug", flat=True).get(pk=project_id)
+    return len(closing)
 
 
 def recompute_closed(*, period: date | datetime, now: datetime | None = None) -> dict:
