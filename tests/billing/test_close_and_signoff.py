@@ -32,9 +32,13 @@ def april(f0):
     return f0
 
 
-def test_it_closes_every_project_once_with_locked_lines(april):
-    closed = services.close_period(period=APRIL, now=MAY + timedelta(hours=48))
+def test_it_closes_every_project_once_with_locked_lines(
+    april, mailoutbox, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        closed = services.close_period(period=APRIL, now=MAY + timedelta(hours=48))
     assert closed == 3
+    assert [message.to for message in mailoutbox] == [[april.alpha_manager.email]]
     statements = {s.project.slug: s for s in Statement.objects.select_related("project")}
     assert {slug: s.total for slug, s in statements.items()} == {
         "alpha": Decimal("2300.00"),
@@ -46,6 +50,7 @@ def test_it_closes_every_project_once_with_locked_lines(april):
     assert services.close_period(period=APRIL, now=MAY + timedelta(hours=49)) == 0
     assert StatementLine.objects.count() == sum(len(s.lines.all()) for s in statements.values())
     assert AuditEvent.objects.filter(verb="statement.close").count() == 3
+    assert Notification.objects.filter(user=april.alpha_manager).count() == 1
 
 
 def test_it_refuses_to_close_an_open_period(april):
