@@ -28,7 +28,7 @@ class StatementLineInline(admin.TabularInline):
         "unit_price",
         "amount",
         "description",
-        "dispute_comment",
+        "locked",
     ]
     readonly_fields = fields
 

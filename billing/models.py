@@ -16,7 +16,12 @@ class Statement(models.Model):
         DISPUTED = "disputed", _("Disputed")
 
     project = models.ForeignKey(
-        "portal.Project", on_delete=models.PROTECT, related_name="statements"
+        "portal.Project",
+        on_delete=models.PROTECT,
+        related_name="statements",
+        null=True,
+        blank=True,
+        help_text=_("Empty for the platform's own statement (overhead no project pays)."),
     )
     period = models.DateField(_("period"), help_text=_("The first day of the month."))
     status = models.CharField(
@@ -36,13 +41,18 @@ class Statement(models.Model):
         verbose_name_plural = _("statements")
         constraints = [
             models.UniqueConstraint(fields=["project", "period"], name="one_statement_per_period"),
+            models.UniqueConstraint(
+                fields=["period"],
+                condition=models.Q(project__isnull=True),
+                name="one_platform_statement_per_period",
+            ),
             models.CheckConstraint(
                 condition=models.Q(period__day=1), name="statement_period_is_month_start"
             ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.project.slug} {self.period:%Y-%m}"
+        return f"{self.project.slug if self.project else 'platform'} {self.period:%Y-%m}"
 
 
 class StatementLine(models.Model):
@@ -71,7 +81,15 @@ class StatementLine(models.Model):
     amount = models.DecimalField(_("amount"), max_digits=14, decimal_places=2)
     description = models.CharField(_("description"), max_length=300)
     references = models.JSONField(_("references"), default=dict, blank=True)
-    dispute_comment = models.TextField(_("dispute comment"), blank=True)
+    locked = models.BooleanField(
+        _("closed"),
+        default=False,
+        help_text=_("A closed line never changes; the database refuses to update or delete it."),
+    )
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
 
     class Meta:
         ordering = ["statement", "kind", "id"]
@@ -80,6 +98,72 @@ class StatementLine(models.Model):
 
     def __str__(self) -> str:
         return f"{self.description}: {self.amount}"
+
+    @property
+    def gpu_seconds(self) -> int:
+        return int(self.references.get("gpu_seconds", 0))
+
+
+class LineDispute(models.Model):
+    """A manager's dispute of one statement line, and the admin's answer (P2).
+
+    Kept apart from the line so that a closed line never changes.
+    """
+
+    class Status(models.TextChoices):
+        OPEN = "open", _("Open")
+        ANSWERED = "answered", _("Answered")
+
+    line = models.ForeignKey(StatementLine, on_delete=models.PROTECT, related_name="disputes")
+    comment = models.TextField(_("comment"))
+    raised_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    raised_at = models.DateTimeField(_("raised at"), default=timezone.now)
+    status = models.CharField(
+        _("status"), max_length=16, choices=Status.choices, default=Status.OPEN
+    )
+    answer = models.TextField(_("answer"), blank=True)
+    answered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    answered_at = models.DateTimeField(_("answered at"), null=True, blank=True)
+    correction = models.ForeignKey(
+        StatementLine, on_delete=models.PROTECT, null=True, blank=True, related_name="answers"
+    )
+
+    class Meta:
+        ordering = ["-raised_at"]
+        verbose_name = _("line dispute")
+        verbose_name_plural = _("line disputes")
+
+    def __str__(self) -> str:
+        return f"{self.line}: {self.comment[:40]}"
+
+
+class UpfrontPayment(models.Model):
+    """A payment for committed capacity made once and spread over its term (B3, B4)."""
+
+    pool = models.ForeignKey("rental.Pool", on_delete=models.PROTECT, related_name="+")
+    amount = models.DecimalField(_("amount"), max_digits=14, decimal_places=2)
+    first_month = models.DateField(_("first month"), help_text=_("The first day of a month."))
+    months = models.PositiveSmallIntegerField(_("term in months"))
+    description = models.CharField(_("description"), max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["first_month"]
+        verbose_name = _("upfront payment")
+        verbose_name_plural = _("upfront payments")
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(first_month__day=1), name="upfront_starts_on_month_start"
+            ),
+            models.CheckConstraint(condition=models.Q(months__gte=1), name="upfront_has_term"),
+            models.CheckConstraint(condition=models.Q(amount__gte=0), name="upfront_not_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.pool}: {self.amount} over {self.months} months from {self.first_month:%Y-%m}"
 
 
 class Budget(models.Model):

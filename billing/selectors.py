@@ -1,4 +1,4 @@
-"""Reading what a project owes: billed seconds per usage interval and draft statement lines.
+"""Reading what a project owes: draft and closed statements, month-to-date spend.
 
 Usage comes from rental's selectors only. Time is split at period boundaries
 (B6); amounts are exact until one rounding per line (B2).
@@ -6,50 +6,26 @@ Usage comes from rental's selectors only. Time is split at period boundaries
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
 
+from billing.models import Statement, StatementLine
 from billing.money import SECONDS_PER_HOUR, gpu_seconds_cost, quantize
+from billing.periods import (  # noqa: F401  (the public names of billed time live here too)
+    SECOND,
+    billed_seconds,
+    period_end,
+    period_start,
+    whole_seconds,
+)
+from billing.statements import compute_period
 from rental import selectors as rental_selectors
-from rental.models import GpuModel, UsageRecord
-from rental.models.leases import PLATFORM_ENDED
-
-
-def period_start(moment: datetime | date) -> datetime:
-    return datetime(moment.year, moment.month, 1, tzinfo=UTC)
-
-
-def period_end(start: datetime) -> datetime:
-    return datetime(start.year + start.month // 12, start.month % 12 + 1, 1, tzinfo=UTC)
-
-
-def billed_seconds(
-    record: UsageRecord | Any, *, start: datetime, end: datetime, now: datetime
-) -> int:
-    """Seconds of ``record`` billed in [start, end) (B1, B6).
-
-    The run counts to the second from its start to its end (or ``now`` while it
-    runs). A closed run shorter than the minimum that the platform did not end is
-    topped up to the minimum, in the period where the run ended.
-    """
-    run_end = record.end or now
-    inside = max(0, int((min(run_end, end) - max(record.start, start)).total_seconds()))
-    if record.end is None or record.end_reason in PLATFORM_ENDED:
-        return inside
-    duration = int((record.end - record.start).total_seconds())
-    minimum = settings.PORTAL_MINIMUM_BILLED_SECONDS
-    if duration >= minimum:
-        return inside
-    # The run ended in the period holding its last instant (a zero-length run: its start).
-    last = record.end - timedelta(microseconds=1) if record.end > record.start else record.start
-    if start <= last < end:
-        return inside + (minimum - duration)
-    return inside
+from rental.models import GpuModel
 
 
 @dataclass
@@ -66,17 +42,6 @@ class UsageLine:
     @property
     def amount(self) -> Decimal:
         return quantize(gpu_seconds_cost(self.gpu_seconds, self.rate))
-
-
-@dataclass
-class DraftStatement:
-    period: datetime
-    lines: list[UsageLine]
-    currency: str
-
-    @property
-    def total(self) -> Decimal:
-        return sum((line.amount for line in self.lines), Decimal("0.00"))
 
 
 def usage_lines(
@@ -118,27 +83,215 @@ def usage_lines(
     }
 
 
+MANUAL_KINDS = ("adjustment", "credit")
+
+
+@dataclass
+class StatementView:
+    """A project's statement for a month: the live draft (computed lines plus the manual
+    lines already added to the open period) or the closed statement's stored lines."""
+
+    project_id: int
+    period: datetime
+    lines: list[Any]
+    currency: str
+    status: str = "draft"
+    statement: Any = None
+    pools: dict[int, dict[str, str]] = field(default_factory=dict)
+    covered_end: datetime | None = None
+
+    @property
+    def total(self) -> Decimal:
+        return sum((line.amount for line in self.lines), Decimal("0.00"))
+
+    @property
+    def is_draft(self) -> bool:
+        return self.status == "draft"
+
+
+def manual_lines(*, project_ids: Iterable[int] | None, period: datetime) -> dict[int, list]:
+    """Adjustment and credit lines already added to the open period's draft statements."""
+    lines = StatementLine.objects.filter(
+        statement__period=period.date(),
+        statement__status=Statement.Status.DRAFT,
+        kind__in=MANUAL_KINDS,
+    ).order_by("id")
+    if project_ids is not None:
+        lines = lines.filter(statement__project_id__in=list(project_ids))
+    per_project: dict[int, list] = defaultdict(list)
+    for line in lines.select_related("statement"):
+        per_project[line.statement.project_id].append(line)
+    return per_project
+
+
 def draft_statement(
     *, project_id: int, period: date | datetime | None = None, now: datetime | None = None
-) -> DraftStatement:
-    """The live preview of a project's statement for a month (P1)."""
+) -> StatementView:
+    """A project's statement for a month: the live preview while open (P1), the stored
+    lines once closed."""
     now = now or timezone.now()
     start = period_start(period or now)
-    end = period_end(start)
-    lines = usage_lines(
-        project_ids=[project_id], start=start, end=min(end, max(now, start)), now=now
-    )
-    return DraftStatement(
-        period=start, lines=lines.get(project_id, []), currency=settings.PORTAL_CURRENCY
+    statement = Statement.objects.filter(project_id=project_id, period=start.date()).first()
+    if statement is not None and statement.status != Statement.Status.DRAFT:
+        return StatementView(
+            project_id=project_id,
+            period=start,
+            lines=list(statement.lines.select_related("gpu_model").order_by("id")),
+            currency=statement.currency,
+            status=statement.status,
+            statement=statement,
+        )
+    computed = compute_period(period=start, now=now)
+    lines = computed.for_project(project_id) + manual_lines(
+        project_ids=[project_id], period=start
+    ).get(project_id, [])
+    return StatementView(
+        project_id=project_id,
+        period=start,
+        lines=lines,
+        currency=settings.PORTAL_CURRENCY,
+        statement=statement,
+        pools={
+            line.gpu_model_id: computed.pools.get(line.gpu_model_id, {})
+            for line in lines
+            if getattr(line, "gpu_model_id", None)
+        },
+        covered_end=computed.covered_end,
     )
 
 
 def month_to_date(*, project_ids: Iterable[int], now: datetime | None = None) -> dict[int, Decimal]:
-    """Each project's accrued charges this month, in one pass over the usage."""
+    """Each project's accrued charges this month (BU2 actual), in one pass over the usage."""
     now = now or timezone.now()
+    project_ids = list(project_ids)
     start = period_start(now)
-    per_project = usage_lines(project_ids=project_ids, start=start, end=now, now=now)
-    return {
-        project_id: sum((line.amount for line in lines), Decimal("0.00"))
-        for project_id, lines in per_project.items()
-    }
+    computed = compute_period(period=start, now=now)
+    manual = manual_lines(project_ids=project_ids, period=start)
+    totals = {}
+    for project_id in project_ids:
+        lines = computed.for_project(project_id) + manual.get(project_id, [])
+        if lines:
+            totals[project_id] = sum((line.amount for line in lines), Decimal("0.00"))
+    return totals
+
+
+@dataclass(frozen=True)
+class Interval:
+    """One usage run as a drill-down shows it: what it billed in the period, and why."""
+
+    usage_id: int
+    reservation_id: int
+    instance_id: int
+    requester: str
+    start: datetime
+    end: datetime | None
+    end_reason: str
+    gpu_count: int
+    billed_seconds: int
+    gpu_seconds: int
+    rate: Decimal
+    tier: str
+    market: str
+
+    @property
+    def exact_cost(self) -> Decimal:
+        return gpu_seconds_cost(self.gpu_seconds, self.rate)
+
+
+def intervals(
+    *,
+    project_id: int,
+    period: datetime,
+    now: datetime,
+    gpu_model_id: int | None = None,
+    market: str = "",
+    tier: str = "",
+    rate: Decimal | None = None,
+) -> list[Interval]:
+    """The usage runs that make up a project's line in a period, in one query (plus one for
+    the requesters' names)."""
+    from django.contrib.auth import get_user_model
+
+    start = period_start(period)
+    covered_end = min(period_end(start), max(now, start))
+    rows = [
+        row
+        for row in rental_selectors.usage_rows_for_period(
+            start=start, end=covered_end, project_ids=[project_id]
+        )
+        if (gpu_model_id is None or row.gpu_model_id == gpu_model_id)
+        and (not market or row.market == market)
+        and (not tier or row.tier == tier)
+        and (rate is None or row.rate == rate)
+    ]
+    names = dict(
+        get_user_model()
+        .objects.filter(pk__in={row.instance__reservation__requester_id for row in rows})
+        .values_list("pk", "username")
+    )
+    result = []
+    for row in rows:
+        seconds = billed_seconds(row, start=start, end=covered_end, now=now)
+        if not seconds:
+            continue
+        result.append(
+            Interval(
+                usage_id=row.id,
+                reservation_id=row.instance__reservation_id,
+                instance_id=row.instance_id,
+                requester=names.get(row.instance__reservation__requester_id, "?"),
+                start=row.start,
+                end=row.end,
+                end_reason=row.end_reason,
+                gpu_count=row.gpu_count,
+                billed_seconds=seconds,
+                gpu_seconds=seconds * row.gpu_count,
+                rate=row.rate,
+                tier=row.tier,
+                market=row.market,
+            )
+        )
+    return result
+
+
+@dataclass(frozen=True)
+class RequesterSpend:
+    requester: str
+    gpu_seconds: int
+    value: Decimal  # usage at the captured rates, before any apportionment
+
+    @property
+    def gpu_hours(self) -> Decimal:
+        return (Decimal(self.gpu_seconds) / SECONDS_PER_HOUR).quantize(Decimal("0.01"))
+
+
+def spend_per_requester(
+    *, project_id: int, period: datetime, now: datetime
+) -> list[RequesterSpend]:
+    """Who used what in a project's period: GPU-hours and their value at the rates captured
+    at launch, rounded once per requester."""
+    seconds: dict[str, int] = defaultdict(int)
+    exact: dict[str, Decimal] = defaultdict(Decimal)
+    for interval in intervals(project_id=project_id, period=period, now=now):
+        seconds[interval.requester] += interval.gpu_seconds
+        exact[interval.requester] += interval.exact_cost
+    return sorted(
+        (
+            RequesterSpend(requester=who, gpu_seconds=seconds[who], value=quantize(exact[who]))
+            for who in seconds
+        ),
+        key=lambda row: (-row.value, row.requester),
+    )
+
+
+def lease_cost(*, reservation_id: int, now: datetime | None = None) -> tuple[int, Decimal]:
+    """A lease's billed GPU-seconds and cost so far (its final cost once it ended), at the
+    rates captured at launch, over all periods, rounded once."""
+    now = now or timezone.now()
+    seconds = 0
+    exact = Decimal(0)
+    for row in rental_selectors.lease_usage_rows(reservation_id):
+        billed = billed_seconds(row, start=row.start, end=(row.end or now) + SECOND * 61, now=now)
+        seconds += billed * row.gpu_count
+        exact += gpu_seconds_cost(billed * row.gpu_count, row.rate)
+    return seconds, quantize(exact)

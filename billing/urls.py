@@ -10,5 +10,17 @@ urlpatterns = [
         views.statement_partial,
         name="statement_partial",
     ),
+    path(
+        "projects/<slug:slug>/statement/<str:period>/lines/<int:index>/",
+        views.line_detail,
+        name="line",
+    ),
+    path("projects/<slug:slug>/reports/", views.reports, name="reports"),
+    path("projects/<slug:slug>/budget/", views.budget_set, name="budget_set"),
+    path("statements/<int:pk>/approve/", views.statement_approve, name="statement_approve"),
+    path("lines/<int:pk>/dispute/", views.line_dispute, name="line_dispute"),
+    path("disputes/<int:pk>/answer/", views.dispute_answer, name="dispute_answer"),
+    path("finance/", views.finance, name="finance"),
+    path("leases/<int:pk>/_cost/", views.lease_cost_partial, name="lease_cost"),
     path("panels/spend/", views.panel_spend, name="panel_spend"),
 ]

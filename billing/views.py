@@ -1,18 +1,37 @@
-"""Web pages of the money side: a project's draft statement and the spend panel."""
+"""Web pages of the money side: statements with drill-down, sign-off and disputes, the
+finance page, exports, budgets, and the spend and lease-cost partials."""
 
 import re
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
 
-from billing.selectors import draft_statement, month_to_date, period_end, period_start
+from billing import exports, services
+from billing.models import Budget, LineDispute, Statement, StatementLine
+from billing.selectors import (
+    StatementView,
+    draft_statement,
+    intervals,
+    lease_cost,
+    month_to_date,
+    period_end,
+    period_start,
+    spend_per_requester,
+)
+from billing.statements import compute_period
 from portal import access
+from portal.errors import DomainError
+from portal.models import Project
+from rental.models import GpuModel, Reservation
 
 PERIOD = re.compile(r"^(\d{4})-(\d{2})$")
 
@@ -37,6 +56,33 @@ def _previous_month(start: datetime) -> datetime:
     return datetime(start.year - (start.month == 1), (start.month - 2) % 12 + 1, 1, tzinfo=UTC)
 
 
+def _model_names(lines: list[Any]) -> dict[int, str]:
+    ids = {line.gpu_model_id for line in lines if getattr(line, "gpu_model_id", None)}
+    return dict(GpuModel.objects.filter(pk__in=ids).values_list("pk", "name"))
+
+
+def _export_response(
+    request: HttpRequest, items: list, *, title: str, period: datetime, filename: str
+) -> HttpResponse | None:
+    wanted = request.GET.get("format", "")
+    if wanted not in ("csv", "pdf"):
+        return None
+    names = _model_names([line for item in items for line in item.view.lines])
+    if wanted == "csv":
+        response = HttpResponse(
+            exports.to_csv(items, names=names), content_type="text/csv; charset=utf-8"
+        )
+    else:
+        response = HttpResponse(
+            exports.to_pdf(
+                items, names=names, title=title, period=period, generated_at=timezone.now()
+            ),
+            content_type="application/pdf",
+        )
+    response["Content-Disposition"] = f'attachment; filename="{filename}.{wanted}"'
+    return response
+
+
 @login_required
 def statement(request: HttpRequest, slug: str) -> HttpResponse:
     project = access.get_project_or_404(request.user, slug)
@@ -45,25 +91,352 @@ def statement(request: HttpRequest, slug: str) -> HttpResponse:
         period = parse_period(request.GET.get("period"))
     except ValueError as invalid:
         error, period = str(invalid), None
-    draft = draft_statement(project_id=project.pk, period=period)
-    current = period_start(timezone.now())
-    following = period_end(draft.period)
+    now = timezone.now()
+    view = draft_statement(project_id=project.pk, period=period, now=now)
+    exported = _export_response(
+        request,
+        [exports.ExportStatement(project.slug, project.name, view)],
+        title=_("Statement of %(project)s") % {"project": project.name},
+        period=view.period,
+        filename=f"statement-{project.slug}-{view.period:%Y-%m}",
+    )
+    if exported is not None and not error:
+        return exported
+    current = period_start(now)
+    following = period_end(view.period)
+    disputes = {}
+    if view.statement is not None:
+        for dispute in LineDispute.objects.filter(line__statement=view.statement).select_related(
+            "raised_by", "answered_by", "correction"
+        ):
+            disputes.setdefault(dispute.line_id, []).append(dispute)
+    names = _model_names(view.lines)
+    rows = [
+        {
+            "index": index,
+            "line": line,
+            "model": names.get(getattr(line, "gpu_model_id", None) or 0, ""),
+            "disputes": disputes.get(getattr(line, "pk", None), []) if view.statement else [],
+        }
+        for index, line in enumerate(view.lines)
+    ]
     context: dict[str, Any] = {
         "project": project,
-        "draft": draft,
+        "view": view,
+        "draft": view,
+        "rows": rows,
         "error": error,
-        "is_current": draft.period == current,
-        "previous": _previous_month(draft.period).strftime("%Y-%m"),
+        "is_current": view.period == current,
+        "period_label": view.period.strftime("%Y-%m"),
+        "previous": _previous_month(view.period).strftime("%Y-%m"),
         "next": following.strftime("%Y-%m") if following <= current else "",
+        "can_manage": access.can_manage(request.user, project),
+        "can_dispute": access.can_manage(request.user, project)
+        and view.status in (Statement.Status.CLOSED, Statement.Status.DISPUTED),
+        "is_admin": access.is_admin(request.user),
+        "requesters": spend_per_requester(project_id=project.pk, period=view.period, now=now),
     }
     return render(request, "billing/statement.html", context, status=400 if error else 200)
 
 
 @login_required
+def line_detail(request: HttpRequest, slug: str, period: str, index: int) -> HttpResponse:
+    """Every cent explained: the usage intervals behind a line, or the formula of a share."""
+    project = access.get_project_or_404(request.user, slug)
+    try:
+        month = parse_period(period)
+    except ValueError:
+        raise Http404 from None
+    now = timezone.now()
+    view = draft_statement(project_id=project.pk, period=month, now=now)
+    if not 0 <= index < len(view.lines):
+        raise Http404
+    line = view.lines[index]
+    runs = []
+    if line.kind == "usage":
+        runs = intervals(
+            project_id=project.pk,
+            period=view.period,
+            now=now if view.is_draft else max(now, period_end(view.period)),
+            gpu_model_id=line.gpu_model_id,
+            market=line.market,
+            tier=line.tier,
+            rate=Decimal(line.references.get("rate")) if line.references.get("rate") else None,
+        )
+    reservation = None
+    if line.kind == "reservation" and line.references.get("reservation_id"):
+        reservation = Reservation.objects.filter(
+            pk=line.references["reservation_id"], project=project
+        ).first()
+    figures = {
+        key: value for key, value in sorted(line.references.items()) if key not in ("gpu_seconds",)
+    }
+    return render(
+        request,
+        "billing/line.html",
+        {
+            "project": project,
+            "view": view,
+            "line": line,
+            "index": index,
+            "runs": runs[:1000],
+            "more_runs": max(len(runs) - 1000, 0),
+            "runs_total": sum((run.gpu_seconds for run in runs), 0),
+            "reservation": reservation,
+            "figures": figures,
+            "model": _model_names([line]).get(getattr(line, "gpu_model_id", None) or 0, ""),
+            "period_label": view.period.strftime("%Y-%m"),
+        },
+    )
+
+
+def _back_to_statement(statement: Statement) -> HttpResponse:
+    return redirect(
+        reverse("billing:statement", args=[statement.project.slug])
+        + f"?period={statement.period:%Y-%m}"
+    )
+
+
+@login_required
+@require_POST
+def statement_approve(request: HttpRequest, pk: int) -> HttpResponse:
+    statement = get_object_or_404(
+        Statement.objects.select_related("project"), pk=pk, project__isnull=False
+    )
+    access.require_manager(request.user, statement.project)
+    try:
+        services.approve_statement(statement_id=statement.pk, actor=request.user)
+        messages.success(request, _("Statement signed off."))
+    except DomainError as refused:
+        messages.error(request, refused.message)
+    return _back_to_statement(statement)
+
+
+@login_required
+@require_POST
+def line_dispute(request: HttpRequest, pk: int) -> HttpResponse:
+    line = get_object_or_404(
+        StatementLine.objects.select_related("statement__project"),
+        pk=pk,
+        statement__project__isnull=False,
+    )
+    access.require_manager(request.user, line.statement.project)
+    try:
+        services.dispute_line(
+            line_id=line.pk, actor=request.user, comment=request.POST.get("comment", "")
+        )
+        messages.success(request, _("Line disputed; an admin will answer."))
+    except DomainError as refused:
+        messages.error(request, refused.message)
+    return _back_to_statement(line.statement)
+
+
+@login_required
+@require_POST
+def dispute_answer(request: HttpRequest, pk: int) -> HttpResponse:
+    access.require_admin(request.user)
+    dispute = get_object_or_404(
+        LineDispute.objects.select_related("line__statement__project"), pk=pk
+    )
+    try:
+        services.answer_dispute(
+            dispute_id=dispute.pk,
+            actor=request.user,
+            answer=request.POST.get("answer", ""),
+            kind=request.POST.get("kind", ""),
+            amount=request.POST.get("amount") or None,
+        )
+        messages.success(request, _("Dispute answered."))
+    except DomainError as refused:
+        messages.error(request, refused.message)
+    return _back_to_statement(dispute.line.statement)
+
+
+@login_required
+@require_POST
+def budget_set(request: HttpRequest, slug: str) -> HttpResponse:
+    project = access.get_project_or_404(request.user, slug)
+    access.require_manager(request.user, project)
+    thresholds = []
+    for item in request.POST.getlist("threshold"):
+        percent, _sep, kind = item.partition(":")
+        if percent.strip():
+            thresholds.append({"percent": percent.strip(), "kind": kind.strip() or "actual"})
+    try:
+        services.set_budget(
+            project=project,
+            actor=request.user,
+            monthly_amount=request.POST.get("monthly_amount", ""),
+            thresholds=thresholds,
+            cap_policy=request.POST.get("cap_policy") or Budget.CapPolicy.REFUSE_NEW,
+        )
+        messages.success(request, _("Budget saved."))
+    except DomainError as refused:
+        messages.error(request, refused.message)
+    return redirect("rental:project", slug=project.slug)
+
+
+@login_required
+def finance(request: HttpRequest) -> HttpResponse:
+    """Every project's statement for a month with their totals (finance, admins)."""
+    if not access.sees_everything(request.user):
+        raise Http404
+    error = ""
+    try:
+        period = parse_period(request.GET.get("period"))
+    except ValueError as invalid:
+        error, period = str(invalid), None
+    now = timezone.now()
+    start = period_start(period or now)
+    items = finance_statements(start=start, now=now)
+    exported = _export_response(
+        request,
+        items,
+        title=_("All statements"),
+        period=start,
+        filename=f"statements-{start:%Y-%m}",
+    )
+    if exported is not None and not error:
+        return exported
+    current = period_start(now)
+    following = period_end(start)
+    return render(
+        request,
+        "billing/finance.html",
+        {
+            "items": items,
+            "period": start,
+            "period_label": start.strftime("%Y-%m"),
+            "total": sum((item.view.total for item in items), Decimal("0.00")),
+            "error": error,
+            "previous": _previous_month(start).strftime("%Y-%m"),
+            "next": following.strftime("%Y-%m") if following <= current else "",
+        },
+        status=400 if error else 200,
+    )
+
+
+def finance_statements(*, start: datetime, now: datetime) -> list[exports.ExportStatement]:
+    """Every project's statement for a month, closed ones as stored and open ones computed
+    once for all projects, in a fixed number of queries."""
+    from billing.selectors import manual_lines
+
+    projects = {p.pk: p for p in Project.objects.order_by("slug")}
+    stored = {
+        statement.project_id: statement
+        for statement in Statement.objects.filter(period=start.date())
+        .exclude(status=Statement.Status.DRAFT)
+        .select_related("decided_by")
+        .prefetch_related("lines")
+    }
+    items: list[exports.ExportStatement] = []
+    computed = None
+    manual: dict[int, list] = {}
+    if not stored or any(p.is_active and p.pk not in stored for p in projects.values()):
+        computed = compute_period(period=start, now=now)
+        manual = manual_lines(project_ids=None, period=start)
+    for project_id, project in projects.items():
+        if project_id in stored:
+            statement = stored[project_id]
+            view = StatementView(
+                project_id=project_id,
+                period=start,
+                lines=sorted(statement.lines.all(), key=lambda line: line.pk),
+                currency=statement.currency,
+                status=statement.status,
+                statement=statement,
+            )
+        elif computed is not None:
+            lines = computed.for_project(project_id) + manual.get(project_id, [])
+            if not project.is_active and not lines:
+                continue
+            view = StatementView(
+                project_id=project_id, period=start, lines=lines, currency=_currency()
+            )
+        else:
+            continue
+        items.append(exports.ExportStatement(project.slug, project.name, view))
+    platform = stored.get(None)
+    if platform is not None:
+        view = StatementView(
+            project_id=0,
+            period=start,
+            lines=sorted(platform.lines.all(), key=lambda line: line.pk),
+            currency=platform.currency,
+            status=platform.status,
+            statement=platform,
+        )
+        items.append(exports.ExportStatement("platform", _("Platform overhead"), view))
+    elif computed is not None and computed.for_project(None):
+        view = StatementView(
+            project_id=0, period=start, lines=computed.for_project(None), currency=_currency()
+        )
+        items.append(exports.ExportStatement("platform", _("Platform overhead"), view))
+    return items
+
+
+def _currency() -> str:
+    from django.conf import settings
+
+    return settings.PORTAL_CURRENCY
+
+
+@login_required
 def statement_partial(request: HttpRequest, slug: str) -> HttpResponse:
     project = access.get_project_or_404(request.user, slug)
-    draft = draft_statement(project_id=project.pk)
-    return render(request, "billing/_statement_lines.html", {"project": project, "draft": draft})
+    now = timezone.now()
+    view = draft_statement(project_id=project.pk, now=now)
+    budget = Budget.objects.filter(project=project).first()
+    chart = None
+    if budget is not None:
+        current = services.standing(budget=budget.monthly_amount, actual=view.total, now=now)
+        chart = budget_chart(current)
+    return render(
+        request,
+        "billing/_statement_lines.html",
+        {
+            "project": project,
+            "draft": view,
+            "budget": budget,
+            "chart": chart,
+            "can_manage": access.can_manage(request.user, project),
+        },
+    )
+
+
+def budget_chart(current: services.BudgetStanding) -> dict[str, Any]:
+    """Spend against budget as an SVG bar chart's geometry: actual, forecast and budget on
+    one scale (the largest of the three), in whole SVG units."""
+    scale = max(current.budget, current.actual, current.forecast or Decimal(0), Decimal(1))
+    width = 300
+
+    def x(value: Decimal) -> int:
+        return int(value * width / scale)
+
+    return {
+        "width": width,
+        "actual_x": x(current.actual),
+        "forecast_x": x(current.forecast) if current.forecast is not None else None,
+        "budget_x": x(current.budget),
+        "standing": current,
+        "over": current.capped,
+    }
+
+
+@login_required
+def lease_cost_partial(request: HttpRequest, pk: int) -> HttpResponse:
+    lease = access.get_visible_or_404(Reservation.objects.all(), request.user, pk=pk)
+    seconds, cost = lease_cost(reservation_id=lease.pk)
+    return render(
+        request,
+        "billing/_lease_cost.html",
+        {
+            "lease": lease,
+            "gpu_hours": (Decimal(seconds) / 3600).quantize(Decimal("0.01")),
+            "cost": cost,
+            "final": lease.status in Reservation.FINAL,
+        },
+    )
 
 
 @login_required
@@ -81,4 +454,42 @@ def panel_spend(request: HttpRequest) -> HttpResponse:
         request,
         "billing/_panel_spend.html",
         {"rows": rows[:10], "more": max(len(rows) - 10, 0), "total": total},
+    )
+
+
+@login_required
+def reports(request: HttpRequest, slug: str) -> HttpResponse:
+    """Reports that save money: trend, idle waste, committed-capacity and rent-or-buy
+    advice, each with its figures."""
+    from billing import reports as billing_reports
+    from rental.models import Quota
+
+    project = access.get_project_or_404(request.user, slug)
+    now = timezone.now()
+    months = billing_reports.trend(project_id=project.pk, now=now)
+    models = sorted({name for month in months for name in month.per_model})
+    advice = billing_reports.commitment_advice(
+        gpu_model_ids=list(
+            Quota.objects.filter(project=project).values_list("gpu_model_id", flat=True)
+        ),
+        now=now,
+    )
+    highest = max((month.total for month in months), default=Decimal(0)) or Decimal(1)
+    return render(
+        request,
+        "billing/reports.html",
+        {
+            "project": project,
+            "months": [
+                {
+                    "month": month,
+                    "cells": [month.per_model.get(name) for name in models],
+                    "bar": int(month.total * 200 / highest),
+                }
+                for month in months
+            ],
+            "models": models,
+            "idle": billing_reports.idle_waste(project_id=project.pk, now=now),
+            "advice": [(item, billing_reports.rent_or_buy_for(item)) for item in advice],
+        },
     )

@@ -10,6 +10,7 @@ loudly at start-up, never silently fall back.
 import json
 import os
 import secrets
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import dj_database_url
@@ -262,6 +263,9 @@ CELERY_BEAT_SCHEDULE = {
         "task": "rental.tasks.process_due_task",
         "schedule": float(env_int("PORTAL_DUE_SWEEP_INTERVAL", 5)),
     },
+    # Budgets are evaluated hourly (BU1); closing is tried hourly and acts once per month.
+    "evaluate-budgets": {"task": "billing.tasks.evaluate_budgets_task", "schedule": 3600.0},
+    "close-due-periods": {"task": "billing.tasks.close_due_periods_task", "schedule": 3600.0},
 }
 
 # The portal's own policy.
@@ -305,10 +309,35 @@ if not set(PORTAL_NOTIFICATION_CHANNELS) <= {"portal", "email"}:
 # The portal's own address, for links in mail.
 PORTAL_BASE_URL = env_str("PORTAL_BASE_URL", "http://localhost:8000")
 PORTAL_CURRENCY = env_str("PORTAL_CURRENCY", "USD")
-# Dotted paths of admission checks (e.g. billing's budget cap, BU3). Each is called with
-# keyword arguments project, gpu_model, gpu_count, tier, market, starts_at, ends_at,
+# Dotted paths of admission checks, billing's budget cap (BU3) by default. Each is called
+# with keyword arguments project, gpu_model, gpu_count, tier, market, starts_at, ends_at,
 # is_reservation, now, and returns None to allow or (reason_code, message) to refuse.
-PORTAL_ADMISSION_CHECKS: list[str] = env_list("PORTAL_ADMISSION_CHECKS")
+PORTAL_ADMISSION_CHECKS: list[str] = env_list(
+    "PORTAL_ADMISSION_CHECKS", "billing.admission.budget_cap"
+)
+# Billing: a month's statements close this long after it ends (P1); the company name on PDFs.
+PORTAL_STATEMENT_GRACE_HOURS = env_int("PORTAL_STATEMENT_GRACE_HOURS", 48)
+PORTAL_COMPANY_NAME = env_str("PORTAL_COMPANY_NAME", "GPU Portal")
+# Reports: the price of a committed GPU-month where a pool has none yet, and what owning
+# a card costs (rent-versus-buy advice). Decimal strings; money is never float.
+PORTAL_COMMITTED_GPU_MONTH_PRICE = env_str("PORTAL_COMMITTED_GPU_MONTH_PRICE", "1400.00")
+PORTAL_BUY_CARD_PRICE = env_str("PORTAL_BUY_CARD_PRICE", "25000.00")
+PORTAL_BUY_LIFETIME_MONTHS = env_int("PORTAL_BUY_LIFETIME_MONTHS", 36)
+PORTAL_BUY_POWER_PER_GPU_MONTH = env_str("PORTAL_BUY_POWER_PER_GPU_MONTH", "60.00")
+PORTAL_BUY_HOSTING_PER_GPU_MONTH = env_str("PORTAL_BUY_HOSTING_PER_GPU_MONTH", "90.00")
+for _name in (
+    "PORTAL_COMMITTED_GPU_MONTH_PRICE",
+    "PORTAL_BUY_CARD_PRICE",
+    "PORTAL_BUY_POWER_PER_GPU_MONTH",
+    "PORTAL_BUY_HOSTING_PER_GPU_MONTH",
+):
+    try:
+        if Decimal(globals()[_name]) < 0:
+            raise InvalidOperation
+    except InvalidOperation:
+        raise ImproperlyConfigured(f"{_name} must be an amount such as 25000.00.") from None
+if PORTAL_BUY_LIFETIME_MONTHS < 1:
+    raise ImproperlyConfigured("PORTAL_BUY_LIFETIME_MONTHS must be at least 1.")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -21,6 +21,7 @@ from rental.models import (
     Reservation,
     Tier,
     UsageRecord,
+    UtilizationSample,
 )
 
 
@@ -296,4 +297,173 @@ def pool_overview(pool: Pool) -> PoolOverview:
         held_for_reservations=rows["held"] or 0,
         scheduled=rows["scheduled"] or 0,
         queued=rows["queued"] or 0,
+    )
+
+
+def usage_rows_for_period(
+    *, start: datetime, end: datetime, project_ids: Iterable[int] | None = None
+):
+    """The usage that may bill in [start, end) as plain rows, in one query, with the lease
+    and requester each run belongs to (for statements, drill-down and spend per requester).
+
+    Each row has ``id, project_id, gpu_model_id, tier, market, rate, gpu_count, start, end,
+    end_reason, instance_id, reservation_id, requester_id``.
+    """
+    return (
+        usage_for_period(start=start, end=end, project_ids=project_ids)
+        .select_related(None)
+        .values_list(
+            "id",
+            "project_id",
+            "gpu_model_id",
+            "tier",
+            "market",
+            "rate",
+            "gpu_count",
+            "start",
+            "end",
+            "end_reason",
+            "instance_id",
+            "instance__reservation_id",
+            "instance__reservation__requester_id",
+            named=True,
+        )
+    )
+
+
+@dataclass(frozen=True)
+class PoolTerms:
+    """What billing needs of a pool to apportion its cost: K, F, the mode and each G."""
+
+    gpu_model_id: int
+    gpu_model_name: str
+    committed_gpus: int
+    committed_monthly_cost: Decimal
+    apportionment: str
+    residual: str
+    guarantees: dict[int, int]
+
+
+def pool_terms() -> dict[int, PoolTerms]:
+    """Every pool's apportionment terms keyed by GPU model id, in two queries."""
+    guarantees: dict[int, dict[int, int]] = {}
+    for model_id, project_id, guaranteed in Quota.objects.filter(guaranteed__gt=0).values_list(
+        "gpu_model_id", "project_id", "guaranteed"
+    ):
+        guarantees.setdefault(model_id, {})[project_id] = guaranteed
+    return {
+        row["gpu_model_id"]: PoolTerms(
+            gpu_model_id=row["gpu_model_id"],
+            gpu_model_name=row["gpu_model__name"],
+            committed_gpus=row["committed_gpus"],
+            committed_monthly_cost=row["committed_monthly_cost"],
+            apportionment=row["apportionment"],
+            residual=row["residual"],
+            guarantees=guarantees.get(row["gpu_model_id"], {}),
+        )
+        for row in Pool.objects.values(
+            "gpu_model_id",
+            "gpu_model__name",
+            "committed_gpus",
+            "committed_monthly_cost",
+            "apportionment",
+            "residual",
+        )
+    }
+
+
+# A reservation is charged for its window (B7) unless it never became one.
+UNCHARGED_RESERVATION = (
+    Reservation.Status.PENDING_APPROVAL,
+    Reservation.Status.REJECTED,
+    Reservation.Status.CANCELLED,
+    Reservation.Status.FAILED,
+)
+
+
+def reserved_windows_for_period(
+    *, start: datetime, end: datetime, project_ids: Iterable[int] | None = None
+) -> list[dict]:
+    """Leases in tier ``reserved`` whose window overlaps [start, end), as plain dicts with
+    the offering's rate per GPU-hour for their market, in one query."""
+    leases = (
+        Reservation.objects.filter(tier=Tier.RESERVED, start__lt=end, end__gt=start)
+        .exclude(status__in=UNCHARGED_RESERVATION)
+        .order_by("start", "id")
+    )
+    if project_ids is not None:
+        leases = leases.filter(project_id__in=list(project_ids))
+    rows = []
+    for row in leases.values(
+        "id",
+        "project_id",
+        "gpu_model_id",
+        "gpu_count",
+        "market",
+        "start",
+        "end",
+        "requester_id",
+        "offering__on_demand_price_per_hour",
+        "offering__spot_price_per_hour",
+        "offering__gpus_per_instance",
+    ):
+        price = (
+            row["offering__spot_price_per_hour"]
+            if row["market"] == Market.SPOT
+            else row["offering__on_demand_price_per_hour"]
+        ) or Decimal(0)
+        per_instance = row["offering__gpus_per_instance"] or 1
+        row["rate"] = (price / per_instance).quantize(Decimal("0.000001"))
+        rows.append(row)
+    return rows
+
+
+def lease_usage_rows(reservation_id: int):
+    """One lease's usage runs as plain rows (the lease page's cost so far)."""
+    return (
+        UsageRecord.objects.filter(instance__reservation_id=reservation_id)
+        .order_by("start", "id")
+        .values_list(
+            "id",
+            "project_id",
+            "gpu_model_id",
+            "tier",
+            "market",
+            "rate",
+            "gpu_count",
+            "start",
+            "end",
+            "end_reason",
+            named=True,
+        )
+    )
+
+
+def utilization_rows(*, start: datetime, end: datetime, project_ids: Iterable[int] | None = None):
+    """Utilization samples in [start, end) as plain rows with what billing needs to price
+    them: ``instance_id, at, gpu_utilization, project_id, gpu_model_id, gpu_count, rate``
+    (rate per GPU-hour, from the instance's hourly rate), in one query."""
+    samples = UtilizationSample.objects.filter(at__gte=start, at__lt=end)
+    if project_ids is not None:
+        samples = samples.filter(instance__reservation__project_id__in=list(project_ids))
+    return samples.order_by("instance_id", "at").values_list(
+        "instance_id",
+        "at",
+        "gpu_utilization",
+        "instance__reservation__project_id",
+        "instance__reservation__gpu_model_id",
+        "instance__gpu_count",
+        "instance__rate_per_hour",
+        named=True,
+    )
+
+
+def pool_usage_intervals(*, gpu_model_id: int, start: datetime, end: datetime):
+    """A pool's usage runs overlapping [start, end) as ``(start, end, gpu_count, rate,
+    tier)`` rows, in one query (for the committed-capacity advice)."""
+    return (
+        UsageRecord.objects.filter(gpu_model_id=gpu_model_id, start__lt=end)
+        .filter(Q(end__isnull=True) | Q(end__gt=start))
+        .order_by()
+        .values_list("start", "end", "gpu_count", "rate", "tier")
     )

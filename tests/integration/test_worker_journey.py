@@ -83,7 +83,7 @@ def test_it_runs_the_whole_journey_on_a_real_worker(cloud, worker):
     assert line.gpu_seconds == sum(
         r.gpu_count * max(60, int((r.end - r.start).total_seconds())) for r in records
     )
-    assert line.rate == Decimal("2.500000")
+    assert line.unit_price == Decimal("2.500000")
 
 
 def test_it_terminates_a_lease_at_its_end_through_beat(cloud, worker):

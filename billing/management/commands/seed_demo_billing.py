@@ -1,17 +1,22 @@
-"""Give each demo project a monthly budget with alert thresholds. Idempotent.
+"""Give each demo project a monthly budget with alert thresholds, and close last month.
+Idempotent.
 
 Runs after ``seed_demo`` (``manage.py demo`` calls both); a project that already has a
 budget keeps it.
 """
 
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
+from django.utils import timezone
 
+from billing import services
 from billing.models import Budget
+from billing.periods import period_start
 from portal import audit
 from portal.models import Project
 
@@ -55,3 +60,10 @@ class Command(BaseCommand):
                     after={"monthly_amount": amount, "cap_policy": cap_policy},
                 )
                 self.stdout.write(f"  budget {project.slug}: {amount}/month")
+        # Close last month (its history is seeded), so sign-off, disputes and the
+        # finance page have a real closed month to show. Closing again does nothing.
+        now = timezone.now()
+        previous = period_start(period_start(now) - timedelta(days=1))
+        closed = services.close_period(period=previous, actor=admin, now=now)
+        if closed:
+            self.stdout.write(f"  closed {previous:%Y-%m}: {closed} statements")

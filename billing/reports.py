@@ -1,0 +1,308 @@
+"""Reports that save money: a 12-month trend, idle waste, and advice on committed capacity
+and on renting versus buying, each with the figures it was computed from.
+
+Pure functions take plain numbers (``best_commitment``, ``rent_or_buy``) so the rules are
+tested with any figures; the readers around them pull rows from rental's selectors.
+"""
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.db.models import Sum
+
+from billing.models import Statement, StatementLine
+from billing.money import SECONDS_PER_HOUR, quantize
+from billing.periods import period_start, whole_seconds
+from billing.statements import compute_period
+from rental import selectors as rental_selectors
+from rental.models import GpuModel, Pool
+
+IDLE_BELOW_PERCENT = 5  # L6: a sample is idle when every GPU is below this
+SAMPLE_SECONDS = 60  # the agent reports once a minute (L6)
+ADVICE_DAYS = 90
+HOURS_PER_MONTH = Decimal(730)
+
+
+@dataclass
+class TrendMonth:
+    period: datetime
+    closed: bool
+    per_model: dict[str, Decimal] = field(default_factory=dict)
+
+    @property
+    def total(self) -> Decimal:
+        return sum(self.per_model.values(), Decimal("0.00"))
+
+
+def _months_back(now: datetime, count: int) -> list[datetime]:
+    months = [period_start(now)]
+    while len(months) < count:
+        months.append(period_start(months[-1] - timedelta(days=1)))
+    return list(reversed(months))
+
+
+def trend(*, project_id: int, now: datetime, months: int = 12) -> list[TrendMonth]:
+    """The project's charges per GPU model over the last ``months`` months: closed months
+    from their stored lines (one query), the open month from its live draft."""
+    periods = _months_back(now, months)
+    result = {p.date(): TrendMonth(period=p, closed=False) for p in periods}
+    closed = set(
+        Statement.objects.filter(project_id=project_id, period__gte=periods[0].date())
+        .exclude(status=Statement.Status.DRAFT)
+        .values_list("period", flat=True)
+    )
+    for row in (
+        StatementLine.objects.filter(statement__project_id=project_id, statement__period__in=closed)
+        .values("statement__period", "gpu_model__name")
+        .annotate(amount=Sum("amount"))
+        .order_by()
+    ):
+        month = result[row["statement__period"]]
+        month.per_model[row["gpu_model__name"] or "—"] = row["amount"]
+    for day in closed:
+        result[day].closed = True
+    current = periods[-1]
+    if current.date() not in closed:
+        names = dict(GpuModel.objects.values_list("pk", "name"))
+        draft = compute_period(period=current, now=now).for_project(project_id)
+        per_model: dict[str, Decimal] = defaultdict(lambda: Decimal("0.00"))
+        for line in draft:
+            per_model[names.get(line.gpu_model_id, "—")] += line.amount
+        result[current.date()].per_model = dict(per_model)
+    return [result[p.date()] for p in periods]
+
+
+@dataclass(frozen=True)
+class IdleWaste:
+    gpu_model: str
+    samples: int
+    idle_samples: int
+    idle_gpu_seconds: int
+    cost: Decimal
+
+    @property
+    def idle_gpu_hours(self) -> Decimal:
+        return (Decimal(self.idle_gpu_seconds) / SECONDS_PER_HOUR).quantize(Decimal("0.01"))
+
+
+def is_idle(utilization: list) -> bool:
+    """L6: idle when every GPU is below the threshold (an empty sample is not idle)."""
+    values = [Decimal(str(value)) for value in utilization or []]
+    return bool(values) and all(value < IDLE_BELOW_PERCENT for value in values)
+
+
+def idle_waste(*, project_id: int, now: datetime, days: int = ADVICE_DAYS) -> list[IdleWaste]:
+    """Paid GPU-hours whose samples were idle, per GPU model, over the last ``days``: each
+    idle sample stands for one sampling interval of all the instance's GPUs, priced at the
+    instance's captured rate."""
+    start = now - timedelta(days=days)
+    names = dict(GpuModel.objects.values_list("pk", "name"))
+    samples: dict[int, int] = defaultdict(int)
+    idle: dict[int, int] = defaultdict(int)
+    seconds: dict[int, int] = defaultdict(int)
+    exact: dict[int, Decimal] = defaultdict(Decimal)
+    for row in rental_selectors.utilization_rows(start=start, end=now, project_ids=[project_id]):
+        model = row.instance__reservation__gpu_model_id
+        samples[model] += 1
+        if is_idle(row.gpu_utilization):
+            idle[model] += 1
+            gpu_seconds = SAMPLE_SECONDS * row.instance__gpu_count
+            seconds[model] += gpu_seconds
+            exact[model] += Decimal(SAMPLE_SECONDS) * row.instance__rate_per_hour / SECONDS_PER_HOUR
+    return [
+        IdleWaste(
+            gpu_model=names.get(model, "—"),
+            samples=samples[model],
+            idle_samples=idle[model],
+            idle_gpu_seconds=seconds[model],
+            cost=quantize(exact[model]),
+        )
+        for model in sorted(samples, key=lambda m: names.get(m, ""))
+    ]
+
+
+@dataclass(frozen=True)
+class CommitmentOption:
+    committed: int  # K
+    fixed: Decimal
+    metered: Decimal
+
+    @property
+    def total(self) -> Decimal:
+        return self.fixed + self.metered
+
+
+def best_commitment(
+    *,
+    seconds_at_level: dict[int, int],
+    span_seconds: int,
+    price_per_gpu_month: Decimal,
+    metered_rate: Decimal,
+    capacity: int,
+) -> tuple[int, list[CommitmentOption]]:
+    """The committed GPUs K that would have cost least over a span with this load profile.
+
+    ``seconds_at_level`` maps a number of GPUs running at once to how many seconds of the
+    span ran at that level. Committing K costs K × the monthly price for the span (per
+    second of a 730-hour month); GPUs above K are metered at ``metered_rate``. Ties go to
+    the smaller K."""
+    options = []
+    span_months = Decimal(span_seconds) / (HOURS_PER_MONTH * SECONDS_PER_HOUR)
+    for k in range(capacity + 1):
+        above = sum(
+            (level - k) * seconds for level, seconds in seconds_at_level.items() if level > k
+        )
+        options.append(
+            CommitmentOption(
+                committed=k,
+                fixed=quantize(price_per_gpu_month * k * span_months),
+                metered=quantize(Decimal(above) * metered_rate / SECONDS_PER_HOUR),
+            )
+        )
+    best = min(options, key=lambda option: (option.total, option.committed))
+    return best.committed, options
+
+
+def load_profile(
+    intervals: list[tuple[datetime, datetime | None, int]], *, start: datetime, end: datetime
+) -> dict[int, int]:
+    """Seconds spent at each number of GPUs running at once in [start, end) (a sweep)."""
+    events: dict[datetime, int] = defaultdict(int)
+    for run_start, run_end, gpus in intervals:
+        lo, hi = max(run_start, start), min(run_end or end, end)
+        if hi > lo:
+            events[lo] += gpus
+            events[hi] -= gpus
+    profile: dict[int, int] = defaultdict(int)
+    level, previous = 0, start
+    for moment in sorted(events):
+        profile[level] += whole_seconds(moment - previous)
+        level += events[moment]
+        previous = moment
+    profile[level] += whole_seconds(end - previous)
+    return {lvl: secs for lvl, secs in profile.items() if secs}
+
+
+@dataclass(frozen=True)
+class CommitmentAdvice:
+    gpu_model: str
+    current: int
+    best: int
+    options: list[CommitmentOption]
+    price_per_gpu_month: Decimal
+    metered_rate: Decimal
+    average_gpus: Decimal
+    days: int
+
+
+def commitment_advice(*, gpu_model_ids: list[int], now: datetime, days: int = ADVICE_DAYS):
+    """Per pool, the K that would have minimised cost over the last ``days`` of real usage.
+
+    The price of a committed GPU-month is the pool's own (F / K) when it has a commitment,
+    else ``PORTAL_COMMITTED_GPU_MONTH_PRICE``; the metered rate is the GPU-second-weighted
+    rate of the usage actually run."""
+    start = now - timedelta(days=days)
+    span = whole_seconds(now - start)
+    terms = rental_selectors.pool_terms()
+    pools = {
+        row["gpu_model_id"]: row
+        for row in Pool.objects.filter(gpu_model_id__in=gpu_model_ids).values(
+            "gpu_model_id", "gpu_model__name", "capacity"
+        )
+    }
+    advice = []
+    for model_id in sorted(pools, key=lambda m: pools[m]["gpu_model__name"]):
+        term = terms[model_id]
+        rows = list(
+            rental_selectors.pool_usage_intervals(gpu_model_id=model_id, start=start, end=now)
+        )
+        profile = load_profile([(s, e, n) for s, e, n, _rate, _tier in rows], start=start, end=now)
+        gpu_seconds = sum(level * seconds for level, seconds in profile.items())
+        weighted = Decimal(0)
+        for s, e, n, rate, _tier in rows:
+            weighted += Decimal(whole_seconds(min(e or now, now) - max(s, start)) * n) * rate
+        metered_rate = (
+            (weighted / gpu_seconds).quantize(Decimal("0.000001")) if gpu_seconds else Decimal(0)
+        )
+        if term.committed_gpus:
+            price = (term.committed_monthly_cost / term.committed_gpus).quantize(Decimal("0.01"))
+        else:
+            price = Decimal(settings.PORTAL_COMMITTED_GPU_MONTH_PRICE)
+        best, options = best_commitment(
+            seconds_at_level=profile,
+            span_seconds=span,
+            price_per_gpu_month=price,
+            metered_rate=metered_rate,
+            capacity=pools[model_id]["capacity"],
+        )
+        advice.append(
+            CommitmentAdvice(
+                gpu_model=pools[model_id]["gpu_model__name"],
+                current=term.committed_gpus,
+                best=best,
+                options=options,
+                price_per_gpu_month=price,
+                metered_rate=metered_rate,
+                average_gpus=(Decimal(gpu_seconds) / span).quantize(Decimal("0.01"))
+                if span
+                else Decimal(0),
+                days=days,
+            )
+        )
+    return advice
+
+
+@dataclass(frozen=True)
+class RentOrBuy:
+    gpus: Decimal
+    rent_per_month: Decimal
+    buy_per_month: Decimal
+    card_price: Decimal
+    lifetime_months: int
+    power_per_gpu_month: Decimal
+    hosting_per_gpu_month: Decimal
+
+    @property
+    def cheaper(self) -> str:
+        return "buy" if self.buy_per_month < self.rent_per_month else "rent"
+
+
+def rent_or_buy(
+    *,
+    steady_gpus: Decimal,
+    rate: Decimal,
+    card_price: Decimal,
+    lifetime_months: int,
+    power_per_gpu_month: Decimal,
+    hosting_per_gpu_month: Decimal,
+) -> RentOrBuy:
+    """A steady load of ``steady_gpus`` GPUs: renting at ``rate`` per GPU-hour for a
+    730-hour month, against buying cards written off over their lifetime plus power and
+    hosting per GPU-month."""
+    rent = quantize(steady_gpus * HOURS_PER_MONTH * rate)
+    buy = quantize(
+        steady_gpus * (card_price / lifetime_months + power_per_gpu_month + hosting_per_gpu_month)
+    )
+    return RentOrBuy(
+        gpus=steady_gpus,
+        rent_per_month=rent,
+        buy_per_month=buy,
+        card_price=card_price,
+        lifetime_months=lifetime_months,
+        power_per_gpu_month=power_per_gpu_month,
+        hosting_per_gpu_month=hosting_per_gpu_month,
+    )
+
+
+def rent_or_buy_for(advice: CommitmentAdvice) -> RentOrBuy:
+    return rent_or_buy(
+        steady_gpus=advice.average_gpus,
+        rate=advice.metered_rate,
+        card_price=Decimal(settings.PORTAL_BUY_CARD_PRICE),
+        lifetime_months=settings.PORTAL_BUY_LIFETIME_MONTHS,
+        power_per_gpu_month=Decimal(settings.PORTAL_BUY_POWER_PER_GPU_MONTH),
+        hosting_per_gpu_month=Decimal(settings.PORTAL_BUY_HOSTING_PER_GPU_MONTH),
+    )

@@ -1,0 +1,652 @@
+"""State changes of the money side: closing a period, sign-off and disputes, corrections,
+budgets and their alerts. One transaction each, an audit event each, mail on commit."""
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from django.conf import settings
+from django.core.mail import send_mass_mail
+from django.db import IntegrityError, transaction
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from billing.apportion import Line
+from billing.models import Budget, BudgetAlert, LineDispute, Statement, StatementLine
+from billing.money import CENT, RATE_PLACES
+from billing.periods import period_end, period_start, whole_seconds
+from billing.selectors import manual_lines, month_to_date
+from billing.statements import compute_period
+from portal import access, audit, notifications
+from portal.errors import InvalidInput, InvalidTransition, NotPermitted
+from portal.models import AuditEvent, Membership, Notification, Project
+
+SOURCE = "web"
+
+
+def _line_row(statement: Statement, line: Line) -> StatementLine:
+    return StatementLine(
+        statement=statement,
+        kind=line.kind,
+        gpu_model_id=line.gpu_model_id,
+        market=line.market,
+        tier=line.tier,
+        quantity=line.quantity,
+        unit_price=line.unit_price.quantize(RATE_PLACES),
+        amount=line.amount.quantize(CENT),
+        description=line.description[:300],
+        references=line.references,
+        locked=True,
+    )
+
+
+def line_signature(line: Any) -> tuple:
+    """What must be bit-identical between a closed line and its recomputation."""
+    return (
+        line.kind,
+        line.gpu_model_id,
+        line.market,
+        line.tier,
+        str(line.quantity),
+        str(line.unit_price),
+        str(line.amount),
+        line.description,
+        line.references,
+    )
+
+
+def _period_label(period: date | datetime) -> str:
+    return f"{period:%Y-%m}"
+
+
+@transaction.atomic
+def close_period(*, period: date | datetime, actor: Any = None, now: datetime | None = None) -> int:
+    """Close a month (P1): write every project's lines once, lock them, fix the totals.
+
+    Idempotent: a statement already closed is left as it is. Every active project gets
+    a statement (zero when it used nothing); overhead no project pays goes on the
+    platform's statement. Returns the number of statements closed now.
+    """
+    now = now or timezone.now()
+    start = period_start(period)
+    if now < period_end(start):
+        raise InvalidTransition(
+            _("%(period)s is still open; it closes after it ends.")
+            % {"period": _period_label(start)},
+            code="period_open",
+        )
+    computed = compute_period(period=start, now=now)
+    project_ids = set(Project.objects.filter(is_active=True).values_list("pk", flat=True))
+    project_ids |= {p for p in computed.lines if p is not None}
+    project_ids |= set(
+        Statement.objects.filter(period=start.date(), project__isnull=False).values_list(
+            "project_id", flat=True
+        )
+    )
+    targets: list[int | None] = sorted(project_ids)
+    if computed.for_project(None):
+        targets.append(None)
+    existing = {
+        statement.project_id: statement
+        for statement in Statement.objects.select_for_update()
+        .filter(period=start.date())
+        .order_by("pk")
+    }
+    manual = manual_lines(project_ids=None, period=start)
+    missing = [p for p in targets if p not in existing]
+    # PostgreSQL returns the new ids from a bulk insert; elsewhere they are read back.
+    Statement.objects.bulk_create(
+        [
+            Statement(project_id=p, period=start.date(), currency=settings.PORTAL_CURRENCY)
+            for p in missing
+        ]
+    )
+    if missing:
+        existing.update(
+            {
+                statement.project_id: statement
+                for statement in Statement.objects.filter(period=start.date()).order_by("pk")
+                if statement.project_id in missing
+            }
+        )
+    slugs = dict(Project.objects.filter(pk__in=project_ids).values_list("pk", "slug"))
+    managers: dict[int, list] = {}
+    for membership in Membership.objects.filter(
+        project_id__in=project_ids, role=Membership.Role.MANAGER, user__is_active=True
+    ).select_related("user"):
+        managers.setdefault(membership.project_id, []).append(membership.user)
+    closing: list[Statement] = []
+    rows: list[StatementLine] = []
+    events: list[AuditEvent] = []
+    notes: list[Notification] = []
+    mails: list[tuple[str, str, list[str]]] = []
+    for project_id in targets:
+        statement = existing[project_id]
+        if statement.status != Statement.Status.DRAFT:
+            continue
+        lines = computed.for_project(project_id)
+        rows += [_line_row(statement, line) for line in lines]
+        extra = manual.get(project_id, []) if project_id is not None else []
+        statement.total = sum((line.amount for line in lines), Decimal("0.00")) + sum(
+            (line.amount for line in extra), Decimal("0.00")
+        )
+        statement.status = Statement.Status.CLOSED
+        statement.closed_at = now
+        closing.append(statement)
+        events.append(
+            AuditEvent(
+                at=now,
+                actor=actor if getattr(actor, "is_authenticated", False) else None,
+                verb="statement.close",
+                object_type=Statement._meta.label_lower,
+                object_id=str(statement.pk),
+                project_id=project_id,
+                after={
+                    "period": _period_label(start),
+                    "total": str(statement.total),
+                    "lines": len(lines),
+                },
+                source="worker" if actor is None else SOURCE,
+            )
+        )
+        link = (
+            reverse("billing:statement", args=[slugs[project_id]])
+            + f"?period={_period_label(start)}"
+            if project_id is not None
+            else ""
+        )
+        subject = _("Statement for %(period)s is ready for sign-off") % {
+            "period": _period_label(start)
+        }
+        body = _("Total: %(total)s") % {"total": statement.total}
+        for manager in managers.get(project_id, []) if project_id is not None else []:
+            notes.append(Notification(user=manager, subject=subject, body=body, link=link))
+            if manager.email:
+                mails.append((subject, f"{body}\n\n{link}", [manager.email]))
+    # One insert each for the audit trail and the notifications, and the mail after commit:
+    # a month of 300 projects closes in bulk, not 300 round trips.
+    AuditEvent.objects.bulk_create(events, batch_size=500)
+    Notification.objects.bulk_create(notes, batch_size=500)
+    if mails:
+        transaction.on_commit(
+            lambda: send_mass_mail(
+                [(subj, text, settings.DEFAULT_FROM_EMAIL, to) for subj, text, to in mails],
+                fail_silently=True,
+            )
+        )
+    Statement.objects.bulk_update(closing, ["status", "total", "closed_at"], batch_size=500)
+    StatementLine.objects.bulk_create(rows, batch_size=2000)
+    StatementLine.objects.filter(
+        statement__period=start.date(), statement__status=Statement.Status.CLOSED, locked=False
+    ).update(locked=True)
+    return len(closing)
+
+
+def recompute_closed(*, period: date | datetime, now: datetime | None = None) -> dict:
+    """Recompute a closed month from the same usage and compare it line by line with what
+    was written. Returns {project id: (stored signatures, recomputed signatures)} for the
+    statements that differ; empty means bit-identical."""
+    start = period_start(period)
+    computed = compute_period(period=start, now=now or timezone.now())
+    differences = {}
+    for statement in Statement.objects.filter(period=start.date()).exclude(
+        status=Statement.Status.DRAFT
+    ):
+        stored = [
+            line_signature(line)
+            for line in statement.lines.exclude(kind__in=("adjustment", "credit")).order_by("id")
+        ]
+        fresh = [
+            line_signature(_line_row(statement, line))
+            for line in computed.for_project(statement.project_id)
+        ]
+        if stored != fresh:
+            differences[statement.project_id] = (stored, fresh)
+    return differences
+
+
+def close_due_periods(*, now: datetime | None = None) -> int:
+    """The periodic task's work: close last month once its grace has passed."""
+    now = now or timezone.now()
+    previous = period_start(period_start(now) - timedelta(days=1))
+    grace = timedelta(hours=settings.PORTAL_STATEMENT_GRACE_HOURS)
+    if now < period_end(previous) + grace:
+        return 0
+    statements = Statement.objects.filter(period=previous.date())
+    already_closed = statements.exclude(status=Statement.Status.DRAFT).exists()
+    if already_closed and not statements.filter(status=Statement.Status.DRAFT).exists():
+        return 0  # closed on an earlier run; closing is idempotent but not free
+    return close_period(period=previous, now=now)
+
+
+# Sign-off and disputes (P2).
+
+
+@transaction.atomic
+def approve_statement(*, statement_id: int, actor: Any, now: datetime | None = None) -> Statement:
+    now = now or timezone.now()
+    statement = (
+        Statement.objects.select_for_update(of=("self",))
+        .select_related("project")
+        .get(pk=statement_id)
+    )
+    if statement.project is None or not access.can_manage(actor, statement.project):
+        raise NotPermitted(_("Only the project's manager signs off its statement."))
+    if statement.status not in (Statement.Status.CLOSED, Statement.Status.DISPUTED):
+        raise InvalidTransition(
+            _("Only a closed statement can be signed off; this one is %(status)s.")
+            % {"status": statement.get_status_display()},
+            code="not_closed",
+        )
+    if LineDispute.objects.filter(
+        line__statement=statement, status=LineDispute.Status.OPEN
+    ).exists():
+        raise InvalidTransition(
+            _("A line of this statement is still disputed; wait for the answer."),
+            code="open_dispute",
+        )
+    before = statement.status
+    statement.status = Statement.Status.APPROVED
+    statement.decided_by = actor
+    statement.decided_at = now
+    statement.save(update_fields=["status", "decided_by", "decided_at"])
+    audit.record(
+        actor=actor,
+        verb="statement.approve",
+        obj=statement,
+        project=statement.project,
+        source=SOURCE,
+        before={"status": before},
+        after={"status": statement.status},
+        at=now,
+    )
+    notifications.notify(
+        [*notifications.admins(), *_finance_users()],
+        subject=_("%(project)s signed off its %(period)s statement")
+        % {"project": statement.project.name, "period": _period_label(statement.period)},
+        link=reverse("billing:finance") + f"?period={_period_label(statement.period)}",
+    )
+    return statement
+
+
+@transaction.atomic
+def dispute_line(
+    *, line_id: int, actor: Any, comment: str, now: datetime | None = None
+) -> LineDispute:
+    now = now or timezone.now()
+    comment = (comment or "").strip()
+    if not comment:
+        raise InvalidInput(_("Say what is wrong with the line."), field="comment")
+    line = StatementLine.objects.select_related("statement__project").get(pk=line_id)
+    statement = Statement.objects.select_for_update().get(pk=line.statement_id)
+    project = line.statement.project
+    if project is None or not access.can_manage(actor, project):
+        raise NotPermitted(_("Only the project's manager disputes its statement."))
+    if statement.status not in (Statement.Status.CLOSED, Statement.Status.DISPUTED):
+        raise InvalidTransition(
+            _("Only a line of a closed, not yet signed-off statement can be disputed."),
+            code="not_closed",
+        )
+    dispute = LineDispute.objects.create(line=line, comment=comment, raised_by=actor, raised_at=now)
+    Statement.objects.filter(pk=statement.pk).update(status=Statement.Status.DISPUTED)
+    audit.record(
+        actor=actor,
+        verb="statement.dispute",
+        obj=dispute,
+        project=project,
+        source=SOURCE,
+        after={"line": line.pk, "amount": line.amount, "comment": comment},
+        at=now,
+    )
+    notifications.notify(
+        notifications.admins(),
+        subject=_("%(project)s disputes a line of its %(period)s statement")
+        % {"project": project.name, "period": _period_label(statement.period)},
+        body=f"{line.description}: {line.amount}\n{comment}",
+        link=reverse("billing:statement", args=[project.slug])
+        + f"?period={_period_label(statement.period)}",
+    )
+    return dispute
+
+
+def _open_statement(project: Project, now: datetime) -> Statement:
+    statement, _created = Statement.objects.get_or_create(
+        project=project,
+        period=period_start(now).date(),
+        defaults={"currency": settings.PORTAL_CURRENCY},
+    )
+    if statement.status != Statement.Status.DRAFT:
+        raise InvalidTransition(_("The open period is already closed."), code="period_closed")
+    return statement
+
+
+def _amount(value: Any, *, field: str = "amount") -> Decimal:
+    try:
+        amount = Decimal(str(value).strip())
+    except (InvalidOperation, ValueError):
+        raise InvalidInput(_("Enter an amount such as 12.50."), field=field) from None
+    if not amount.is_finite() or amount.quantize(Decimal("0.01")) != amount:
+        raise InvalidInput(_("Enter an amount in whole cents, such as 12.50."), field=field)
+    return amount
+
+
+@transaction.atomic
+def add_correction(
+    *,
+    project: Project,
+    actor: Any,
+    kind: str,
+    amount: Any,
+    description: str,
+    dispute_id: int | None = None,
+    now: datetime | None = None,
+) -> StatementLine:
+    """An admin's correction (P2): an adjustment (any sign) or a credit (a positive sum
+    given back, booked negative) on the project's statement for the open period."""
+    now = now or timezone.now()
+    _require_admin(actor)
+    if kind not in ("adjustment", "credit"):
+        raise InvalidInput(_("A correction is an adjustment or a credit."), field="kind")
+    value = _amount(amount)
+    if kind == "credit":
+        if value <= 0:
+            raise InvalidInput(_("A credit is a positive amount given back."), field="amount")
+        value = -value
+    description = (description or "").strip()
+    if not description:
+        raise InvalidInput(_("Say why the correction is made."), field="description")
+    statement = _open_statement(project, now)
+    line = StatementLine.objects.create(
+        statement=statement,
+        kind=kind,
+        amount=value,
+        description=description[:300],
+        references={"dispute_id": dispute_id} if dispute_id else {},
+        created_by=actor,
+        created_at=now,
+    )
+    audit.record(
+        actor=actor,
+        verb=f"statement.{kind}",
+        obj=line,
+        project=project,
+        source=SOURCE,
+        after={"amount": value, "description": description, "period": _period_label(now)},
+        at=now,
+    )
+    return line
+
+
+@transaction.atomic
+def answer_dispute(
+    *,
+    dispute_id: int,
+    actor: Any,
+    answer: str,
+    kind: str = "",
+    amount: Any = None,
+    now: datetime | None = None,
+) -> LineDispute:
+    """An admin answers a dispute, with an adjustment or credit line in the open period
+    when money changes hands, or with an explanation alone."""
+    now = now or timezone.now()
+    _require_admin(actor)
+    dispute = (
+        LineDispute.objects.select_for_update(of=("self",))
+        .select_related("line__statement__project")
+        .get(pk=dispute_id)
+    )
+    if dispute.status != LineDispute.Status.OPEN:
+        raise InvalidTransition(_("This dispute is already answered."), code="answered")
+    answer = (answer or "").strip()
+    if not answer:
+        raise InvalidInput(_("Write the answer the manager will read."), field="answer")
+    project = dispute.line.statement.project
+    correction = None
+    if kind:
+        correction = add_correction(
+            project=project,
+            actor=actor,
+            kind=kind,
+            amount=amount,
+            description=_("Correction of “%(line)s” (%(period)s): %(answer)s")
+            % {
+                "line": dispute.line.description[:120],
+                "period": _period_label(dispute.line.statement.period),
+                "answer": answer[:100],
+            },
+            dispute_id=dispute.pk,
+            now=now,
+        )
+    dispute.status = LineDispute.Status.ANSWERED
+    dispute.answer = answer
+    dispute.answered_by = actor
+    dispute.answered_at = now
+    dispute.correction = correction
+    dispute.save()
+    statement = dispute.line.statement
+    if not LineDispute.objects.filter(
+        line__statement=statement, status=LineDispute.Status.OPEN
+    ).exists():
+        Statement.objects.filter(pk=statement.pk, status=Statement.Status.DISPUTED).update(
+            status=Statement.Status.CLOSED
+        )
+    audit.record(
+        actor=actor,
+        verb="statement.dispute_answer",
+        obj=dispute,
+        project=project,
+        source=SOURCE,
+        after={"answer": answer, "correction": correction.amount if correction else None},
+        at=now,
+    )
+    notifications.notify(
+        [dispute.raised_by, *notifications.managers_of(project)],
+        subject=_("Your dispute of a %(period)s line was answered")
+        % {"period": _period_label(statement.period)},
+        body=answer,
+        link=reverse("billing:statement", args=[project.slug])
+        + f"?period={_period_label(statement.period)}",
+    )
+    return dispute
+
+
+def _require_admin(actor: Any) -> None:
+    if not access.is_admin(actor):
+        raise NotPermitted(_("Only an admin corrects a statement."))
+
+
+def _finance_users() -> list:
+    from django.contrib.auth import get_user_model
+
+    from portal.models import FINANCE_GROUP
+
+    return list(get_user_model().objects.filter(groups__name=FINANCE_GROUP, is_active=True))
+
+
+# Budgets (BU1–BU3).
+
+
+@dataclass(frozen=True)
+class BudgetStanding:
+    """A project's spend against its budget this period."""
+
+    budget: Decimal
+    actual: Decimal
+    forecast: Decimal | None  # None before 24 h of the period (BU2)
+    elapsed_seconds: int
+    period_seconds: int
+
+    @property
+    def capped(self) -> bool:
+        return self.actual >= self.budget
+
+    @property
+    def percent(self) -> Decimal:
+        if not self.budget:
+            return Decimal("0")
+        return (self.actual * 100 / self.budget).quantize(Decimal("0.1"))
+
+
+FORECAST_AFTER = timedelta(hours=24)
+
+
+def standing(*, budget: Decimal, actual: Decimal, now: datetime) -> BudgetStanding:
+    """BU2: actual is accrued to now; forecast = accrued × period length / elapsed, only
+    once 24 h of the period have passed."""
+    start = period_start(now)
+    elapsed = whole_seconds(now - start)
+    length = whole_seconds(period_end(start) - start)
+    forecast = None
+    if now - start >= FORECAST_AFTER and elapsed:
+        forecast = (actual * length / elapsed).quantize(Decimal("0.01"))
+    return BudgetStanding(
+        budget=budget,
+        actual=actual,
+        forecast=forecast,
+        elapsed_seconds=elapsed,
+        period_seconds=length,
+    )
+
+
+def crossed_thresholds(
+    thresholds: Iterable[dict], standing_: BudgetStanding
+) -> list[tuple[int, str, Decimal]]:
+    """BU1: the thresholds whose value is strictly greater than budget × percent."""
+    fired = []
+    for threshold in thresholds:
+        percent, kind = int(threshold["percent"]), threshold["kind"]
+        value = standing_.actual if kind == "actual" else standing_.forecast
+        if value is None:
+            continue
+        if value * 100 > standing_.budget * percent:
+            fired.append((percent, kind, value))
+    return fired
+
+
+def evaluate_budgets(*, now: datetime | None = None) -> list[BudgetAlert]:
+    """The hourly task's work: fire each crossed threshold once per period (BU1) and, for a
+    budget at its cap with policy ``stop_burst``, end its running burst leases (BU3)."""
+    now = now or timezone.now()
+    budgets = list(Budget.objects.select_related("project").filter(project__is_active=True))
+    if not budgets:
+        return []
+    spend = month_to_date(project_ids=[b.project_id for b in budgets], now=now)
+    period = period_start(now).date()
+    fired: list[BudgetAlert] = []
+    for budget in budgets:
+        current = standing(
+            budget=budget.monthly_amount,
+            actual=spend.get(budget.project_id, Decimal("0.00")),
+            now=now,
+        )
+        for percent, kind, value in crossed_thresholds(budget.thresholds, current):
+            alert = _fire(budget, period=period, percent=percent, kind=kind, value=value, now=now)
+            if alert is not None:
+                fired.append(alert)
+        if current.capped and budget.cap_policy == Budget.CapPolicy.STOP_BURST:
+            _stop_burst(budget, now=now)
+    return fired
+
+
+def _fire(
+    budget: Budget, *, period: date, percent: int, kind: str, value: Decimal, now: datetime
+) -> BudgetAlert | None:
+    try:
+        with transaction.atomic():
+            alert = BudgetAlert.objects.create(
+                budget=budget, period=period, percent=percent, kind=kind, value=value, fired_at=now
+            )
+            audit.record(
+                actor=None,
+                verb="budget.alert",
+                obj=alert,
+                project=budget.project,
+                source="worker",
+                after={"percent": percent, "kind": kind, "value": value},
+                at=now,
+            )
+            notifications.notify(
+                [*notifications.managers_of(budget.project)],
+                subject=_("%(project)s: %(kind)s spend passed %(percent)s%% of its budget")
+                % {"project": budget.project.name, "kind": kind, "percent": percent},
+                body=_("%(value)s of %(budget)s")
+                % {"value": value, "budget": budget.monthly_amount},
+                link=reverse("rental:project", args=[budget.project.slug]),
+            )
+    except IntegrityError:
+        return None  # fired already this period (the unique constraint says so)
+    return alert
+
+
+def _stop_burst(budget: Budget, *, now: datetime) -> None:
+    """BU3 with policy ``stop_burst``: the project's running burst and spot leases end
+    (as if its manager ended them: the project's own policy, so the B1 minimum holds)."""
+    from rental.models import Reservation, TerminationReason, Tier
+    from rental.services import end_reservation
+
+    for lease in Reservation.objects.filter(
+        project=budget.project,
+        status__in=(Reservation.Status.PROVISIONING, Reservation.Status.ACTIVE),
+        tier__in=(Tier.BURST, Tier.SPOT),
+    ):
+        with transaction.atomic():
+            end_reservation(
+                actor=None,
+                reservation=lease,
+                reason=TerminationReason.USER,
+                now=now,
+                source="worker",
+            )
+
+
+@transaction.atomic
+def set_budget(
+    *,
+    project: Project,
+    actor: Any,
+    monthly_amount: Any,
+    thresholds: list[dict],
+    cap_policy: str = Budget.CapPolicy.REFUSE_NEW,
+) -> Budget:
+    """A manager sets the project's monthly budget and its thresholds."""
+    if not access.can_manage(actor, project):
+        raise NotPermitted(_("Only the project's manager sets its budget."))
+    amount = _amount(monthly_amount, field="monthly_amount")
+    if amount < 0:
+        raise InvalidInput(_("A budget is not negative."), field="monthly_amount")
+    if cap_policy not in Budget.CapPolicy.values:
+        raise InvalidInput(_("Choose a cap policy."), field="cap_policy")
+    from billing.admin import BudgetForm
+
+    form = BudgetForm()
+    form.cleaned_data = {"thresholds": thresholds}
+    try:
+        cleaned = form.clean_thresholds()
+    except Exception as invalid:  # a ValidationError with the message a person reads
+        raise InvalidInput(
+            " ".join(getattr(invalid, "messages", [str(invalid)])), field="thresholds"
+        ) from None
+    budget = Budget.objects.select_for_update().filter(project=project).first()
+    before = (
+        {"monthly_amount": budget.monthly_amount, "thresholds": budget.thresholds} if budget else {}
+    )
+    if budget is None:
+        budget = Budget(project=project)
+    budget.monthly_amount = amount
+    budget.thresholds = cleaned
+    budget.cap_policy = cap_policy
+    budget.save()
+    audit.record(
+        actor=actor,
+        verb="budget.set",
+        obj=budget,
+        project=project,
+        source=SOURCE,
+        before=before,
+        after={"monthly_amount": amount, "thresholds": cleaned, "cap_policy": cap_policy},
+    )
+    return budget

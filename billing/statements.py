@@ -1,0 +1,244 @@
+"""Building a period's statement lines for every project from usage, in bulk.
+
+Reads usage, pools and reserved leases through rental's selectors (one query each,
+plain rows), adds each pool's committed cost for the period (B4, prorated per second
+while the period is open, with upfront payments amortized by B3) and apportions it
+(B5, ``billing.apportion``). The result is deterministic: the same usage gives the
+same lines, in the same order, to the last digit.
+"""
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+
+from django.db import connection
+
+from billing.apportion import Line, PoolPeriod, ReservedWindow, UsageKey, apportion_pool
+from billing.models import UpfrontPayment
+from billing.money import largest_remainder, quantize
+from billing.periods import (
+    SECOND,
+    aggregate_billed_seconds,
+    billed_seconds,
+    period_end,
+    period_start,
+    whole_seconds,
+)
+from portal.models import Project
+from rental import selectors as rental_selectors
+
+
+def month_seconds(start: datetime) -> int:
+    return whole_seconds(period_end(start) - start)
+
+
+def _months(first: date, count: int) -> list[datetime]:
+    months = []
+    year, month = first.year, first.month
+    for _index in range(count):
+        months.append(datetime(year, month, 1, tzinfo=UTC))
+        year, month = year + month // 12, month % 12 + 1
+    return months
+
+
+def amortized_share(payment: UpfrontPayment | object, month: datetime) -> Decimal:
+    """This month's part of an upfront payment: the amount split over the term's months by
+    their length in seconds, by largest remainder (B3), so the parts sum to the payment
+    (a leap February is one day longer than a common one)."""
+    months = _months(payment.first_month, payment.months)  # type: ignore[attr-defined]
+    if month not in months:
+        return Decimal("0.00")
+    parts = largest_remainder(
+        payment.amount,  # type: ignore[attr-defined]
+        {m: month_seconds(m) for m in months},
+        tie_break={m: m.strftime("%Y-%m") for m in months},
+    )
+    return parts[month]
+
+
+def fixed_cost(
+    *, monthly: Decimal, payments: list, start: datetime, covered_end: datetime
+) -> tuple[Decimal, dict[str, str]]:
+    """F for [start, covered_end): the month's committed cost (monthly charge plus amortized
+    upfront payments), prorated per second over the month when only part of it is covered
+    (B4). Rounded once, to cents. Returns F and its figures for the explanation."""
+    month_total = monthly + sum(
+        (amortized_share(payment, start) for payment in payments), Decimal("0.00")
+    )
+    full = month_seconds(start)
+    covered = min(max(whole_seconds(covered_end - start), 0), full)
+    prorated = quantize(month_total * covered / full) if covered < full else month_total
+    return prorated, {
+        "monthly": str(monthly),
+        "amortized": str(month_total - monthly),
+        "month_total": str(month_total),
+        "covered_seconds": str(covered),
+        "month_seconds": str(full),
+    }
+
+
+def _window_seconds(start: datetime, end: datetime, lo: datetime, hi: datetime) -> int:
+    """Whole seconds of the window [start, end) that begin inside [lo, hi)."""
+    duration = max(whole_seconds(end - start), 0)
+
+    def before(moment: datetime) -> int:
+        return min(max(-((start - moment) // SECOND), 0), duration)
+
+    return before(hi) - before(lo)
+
+
+@dataclass
+class PeriodLines:
+    """Every computed line of a period: per project id, and the platform's under None."""
+
+    start: datetime
+    end: datetime
+    covered_end: datetime
+    lines: dict[int | None, list[Line]] = field(default_factory=dict)
+    pools: dict[int, dict[str, str]] = field(default_factory=dict)
+
+    def for_project(self, project_id: int | None) -> list[Line]:
+        return self.lines.get(project_id, [])
+
+    def total(self) -> Decimal:
+        return sum(
+            (line.amount for lines in self.lines.values() for line in lines), Decimal("0.00")
+        )
+
+
+def compute_period(
+    *, period: date | datetime, now: datetime, in_database: bool | None = None
+) -> PeriodLines:
+    """All computed lines of a period as of ``now`` (the part elapsed while it is open).
+
+    Billed seconds are summed in the database on PostgreSQL (one aggregate query over the
+    month's usage) and row by row elsewhere (the SQLite demo); both follow the same rule
+    and give the same figures. Manual lines (adjustments and credits) are not computed;
+    they live in the database.
+    """
+    if in_database is None:
+        in_database = connection.vendor == "postgresql"
+    start = period_start(period)
+    end = period_end(start)
+    covered_end = min(end, max(now, start))
+    terms = rental_selectors.pool_terms()
+    usage: dict[int, dict[int, dict[UsageKey, int]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(int))
+    )
+    if in_database:
+        records = rental_selectors.usage_for_period(start=start, end=covered_end)
+        for row in aggregate_billed_seconds(records, start=start, end=covered_end, now=now):
+            seconds = int(row["gpu_seconds"] or 0)
+            if seconds:
+                key = UsageKey(row["gpu_model_id"], row["market"], row["tier"], row["rate"])
+                usage[row["gpu_model_id"]][row["project_id"]][key] += seconds
+    else:
+        for run in rental_selectors.usage_rows_for_period(start=start, end=covered_end):
+            seconds = billed_seconds(run, start=start, end=covered_end, now=now) * run.gpu_count
+            if seconds:
+                key = UsageKey(run.gpu_model_id, run.market, run.tier, run.rate)
+                usage[run.gpu_model_id][run.project_id][key] += seconds
+    windows: dict[int, list[ReservedWindow]] = defaultdict(list)
+    for row in rental_selectors.reserved_windows_for_period(start=start, end=covered_end):
+        seconds = _window_seconds(row["start"], row["end"], start, covered_end)
+        if seconds:
+            windows[row["gpu_model_id"]].append(
+                ReservedWindow(
+                    reservation_id=row["id"],
+                    project_id=row["project_id"],
+                    gpu_model_id=row["gpu_model_id"],
+                    gpu_count=row["gpu_count"],
+                    market=row["market"],
+                    rate=row["rate"],
+                    seconds=seconds,
+                )
+            )
+    payments: dict[int, list[UpfrontPayment]] = defaultdict(list)
+    for payment in (
+        UpfrontPayment.objects.select_related(None)
+        .only("pool__gpu_model_id", "amount", "first_month", "months")
+        .select_related("pool")
+    ):
+        payments[payment.pool.gpu_model_id].append(payment)
+    model_ids = sorted(set(usage) | set(windows) | set(terms))
+    project_ids = {p for model in usage.values() for p in model} | {
+        p for term in terms.values() for p in term.guarantees
+    }
+    project_ids |= {w.project_id for ws in windows.values() for w in ws}
+    labels = dict(Project.objects.filter(pk__in=project_ids).values_list("pk", "slug"))
+    result = PeriodLines(start=start, end=end, covered_end=covered_end)
+    names = dict(
+        rental_selectors.GpuModel.objects.filter(pk__in=model_ids).values_list("pk", "name")
+    )
+    elapsed = whole_seconds(covered_end - start)
+    for model_id in model_ids:
+        term = terms.get(model_id)
+        if term is None:
+            f, figures = Decimal("0.00"), {}
+        else:
+            f, figures = fixed_cost(
+                monthly=term.committed_monthly_cost,
+                payments=payments.get(model_id, []),
+                start=start,
+                covered_end=covered_end,
+            )
+        pool = PoolPeriod(
+            gpu_model_id=model_id,
+            gpu_model_name=names.get(model_id, str(model_id)),
+            committed_gpus=term.committed_gpus if term else 0,
+            fixed_cost=f,
+            mode=term.apportionment if term else "hybrid",
+            residual=term.residual if term else "shared",
+            guarantees=term.guarantees if term else {},
+            elapsed_seconds=elapsed,
+        )
+        lines = apportion_pool(pool, usage.get(model_id, {}), windows.get(model_id, []), labels)
+        if not lines:
+            continue
+        result.pools[model_id] = {**figures, "F": str(f), "mode": pool.mode}
+        for line in lines:
+            if line.kind != "usage" or line.amount or line.gpu_seconds:
+                line.references = {
+                    **line.references,
+                    "gpu_seconds": line.gpu_seconds,
+                    **_period_refs(start, covered_end),
+                }
+                result.lines.setdefault(line.project_id, []).append(line)
+    for project_lines in result.lines.values():
+        project_lines.sort(key=_line_order)
+    return result
+
+
+KIND_ORDER = {
+    "committed_share": 0,
+    "usage": 1,
+    "reservation": 2,
+    "shared_residual": 3,
+    "storage": 4,
+    "adjustment": 5,
+    "credit": 6,
+}
+
+
+def _line_order(line: Line) -> tuple:
+    return (
+        line.gpu_model_id or 0,
+        KIND_ORDER.get(line.kind, 9),
+        line.market,
+        line.tier,
+        line.unit_price,
+        line.description,
+    )
+
+
+def _period_refs(start: datetime, covered_end: datetime) -> dict[str, str]:
+    return {"from": start.isoformat(), "to": covered_end.isoformat()}
+
+
+def end_of(period: date | datetime) -> datetime:
+    return period_end(period_start(period))
+
+
+def grace_passed(period: date | datetime, *, now: datetime, grace: timedelta) -> bool:
+    return now >= end_of(period) + grace

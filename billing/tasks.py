@@ -1,0 +1,15 @@
+"""Celery tasks of the money side: thin interfaces to services."""
+
+from celery import shared_task
+
+from billing import services
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def evaluate_budgets_task() -> None:
+    services.evaluate_budgets()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def close_due_periods_task() -> None:
+    services.close_due_periods()

@@ -1,0 +1,101 @@
+"""Reports (point 6): trend, idle waste, committed-capacity and rent-or-buy advice."""
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from billing import reports, services
+from billing.periods import period_start
+from rental.models import UtilizationSample
+from tests.billing.helpers import at, lease, run
+
+HOUR = 3600
+
+
+def test_it_finds_the_commitment_that_would_have_cost_least():
+    # One 730-hour month: 2 GPUs all the time, 6 GPUs half of it; $1,000 a committed
+    # GPU-month against $2.50 metered. K = 2: $2,000 + 1,460 GPU-h × $2.50 = $5,650.00.
+    best, options = reports.best_commitment(
+        seconds_at_level={2: 365 * HOUR, 6: 365 * HOUR},
+        span_seconds=730 * HOUR,
+        price_per_gpu_month=Decimal("1000.00"),
+        metered_rate=Decimal("2.50"),
+        capacity=8,
+    )
+    totals = {option.committed: option.total for option in options}
+    assert best == 2
+    assert totals[0] == Decimal("7300.00")
+    assert totals[1] == Decimal("6475.00")
+    assert totals[2] == Decimal("5650.00")
+    assert totals[3] == Decimal("5737.50")
+    assert totals[8] == Decimal("8000.00")
+
+
+def test_rent_or_buy_shows_its_figures():
+    answer = reports.rent_or_buy(
+        steady_gpus=Decimal(4),
+        rate=Decimal("2.50"),
+        card_price=Decimal("25000.00"),
+        lifetime_months=36,
+        power_per_gpu_month=Decimal("60.00"),
+        hosting_per_gpu_month=Decimal("90.00"),
+    )
+    assert answer.rent_per_month == Decimal("7300.00")
+    assert answer.buy_per_month == Decimal("3377.78")
+    assert answer.cheaper == "buy"
+
+
+def test_the_load_profile_sweeps_overlapping_runs():
+    t0 = at(2026, 4, 1)
+    profile = reports.load_profile(
+        [
+            (t0, t0 + timedelta(hours=2), 2),
+            (t0 + timedelta(hours=1), t0 + timedelta(hours=3), 1),
+        ],
+        start=t0,
+        end=t0 + timedelta(hours=4),
+    )
+    assert profile == {0: HOUR, 1: HOUR, 2: HOUR, 3: HOUR}
+
+
+def test_it_prices_idle_samples_as_waste(f0):
+    now = timezone.now()
+    running = lease(f0, f0.alpha, tier="burst", gpus=2, status="active")
+    record = run(running, start=now - timedelta(hours=1), gpus=2)
+    for minute in range(16):
+        UtilizationSample.objects.create(
+            instance=record.instance,
+            at=now - timedelta(minutes=30 - minute),
+            gpu_utilization=[] if minute == 15 else ([1, 4] if minute < 10 else [1, 80]),
+        )
+    [waste] = reports.idle_waste(project_id=f0.alpha.pk, now=now)
+    assert (waste.samples, waste.idle_samples, waste.idle_gpu_seconds) == (16, 10, 1200)
+    assert waste.cost == Decimal("0.83")  # 10 min × $5.00 an hour
+
+
+def test_the_trend_uses_closed_lines_and_the_live_draft(f0):
+    now = timezone.now()
+    this_month = period_start(now)
+    last_month = period_start(this_month - timedelta(days=1))
+    run(lease(f0, f0.alpha, tier="burst"), start=last_month, hours=10)
+    services.close_period(period=last_month, now=this_month + timedelta(seconds=1))
+    run(lease(f0, f0.alpha, tier="burst"), start=this_month, hours=1)
+    months = reports.trend(project_id=f0.alpha.pk, now=max(now, this_month + timedelta(hours=2)))
+    assert len(months) == 12
+    assert months[-2].closed and months[-2].total == Decimal("25.00")
+    assert not months[-1].closed and months[-1].total == Decimal("2.50")
+
+
+@pytest.mark.parametrize("who", ["alice", "alpha_manager"])
+def test_members_read_the_reports_and_outsiders_do_not(client, f0, who):
+    run(lease(f0, f0.alpha, tier="burst"), start=timezone.now() - timedelta(days=3), hours=5)
+    client.force_login(getattr(f0, who))
+    response = client.get(reverse("billing:reports", args=[f0.alpha.slug]))
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert 'id="report-trend"' in body and 'id="report-advice-1"' in body
+    client.force_login(f0.outsider)
+    assert client.get(reverse("billing:reports", args=[f0.alpha.slug])).status_code == 404
