@@ -22,7 +22,7 @@ from portal.models import Membership
 from rental.models import Pool
 from tests import factories
 from tests.billing.helpers import lease, run
-from tests.e2e.test_engineer_journey import ARTIFACTS, browser  # noqa: F401  (fixture)
+from tests.e2e.conftest import ARTIFACTS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
