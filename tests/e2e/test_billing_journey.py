@@ -37,7 +37,7 @@ def login(page, base: str, username: str) -> None:
     expect(page).not_to_have_url(re.compile(r"/login/"))
 
 
-def test_sign_off_dispute_exports_and_budget_chart(live_server, browser):  # noqa: F811
+def test_sign_off_dispute_exports_and_budget_chart(live_server, browser):
     from playwright.sync_api import expect
 
     f0 = factories.fixture_f0()
