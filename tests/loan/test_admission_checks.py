@@ -80,7 +80,8 @@ def test_the_form_shows_the_refusal(f0, client, checks):
     assert not Reservation.objects.exists()
 
 
-def test_no_checks_by_default(f0, lease, settings):
-    assert settings.PORTAL_ADMISSION_CHECKS == []
+def test_only_the_configured_checks_are_asked(f0, lease, settings):
+    # By default the one check is billing's budget cap; rental names no check itself.
+    assert settings.PORTAL_ADMISSION_CHECKS == ["billing.admission.budget_cap"]
     lease(f0.gamma, 2, at("10:00"))
     assert CALLS == []
