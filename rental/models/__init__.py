@@ -1,5 +1,6 @@
 """The compute side's data: catalog, accounts, pools and quotas, leases and usage."""
 
+from rental.models.agent import UtilizationRollup
 from rental.models.capacity import AvailabilityWatch, Pool, Quota, QuotaRequest
 from rental.models.catalog import GpuModel, Image, Offering, ProviderAccount
 from rental.models.leases import (
@@ -33,5 +34,6 @@ __all__ = [
     "TerminationReason",
     "Tier",
     "UsageRecord",
+    "UtilizationRollup",
     "UtilizationSample",
 ]

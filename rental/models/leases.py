@@ -242,6 +242,11 @@ class Instance(models.Model):
     )
     agent_token_hash = models.CharField(max_length=64, blank=True, editable=False)
     last_heartbeat_at = models.DateTimeField(_("last heartbeat"), null=True, blank=True)
+    # What the agent on the instance last said (see rental/services/agent.py).
+    agent_last_sample_at = models.DateTimeField(_("last sample"), null=True, blank=True)
+    agent_report = models.JSONField(_("agent report"), default=dict, blank=True)
+    idle_reset_at = models.DateTimeField(_("idle count reset at"), null=True, blank=True)
+    idle_warned_at = models.DateTimeField(_("idle warning sent at"), null=True, blank=True)
 
     class Meta:
         ordering = ["id"]
@@ -314,6 +319,7 @@ class UtilizationSample(models.Model):
     at = models.DateTimeField(_("at"))
     gpu_utilization = models.JSONField(_("GPU utilization (%)"), default=list)
     memory_used_mb = models.JSONField(_("memory used (MB)"), default=list)
+    ssh_sessions = models.PositiveSmallIntegerField(_("SSH sessions"), null=True, blank=True)
 
     class Meta:
         ordering = ["instance", "at"]

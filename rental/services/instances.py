@@ -67,13 +67,10 @@ def launch_spec(instance: Instance) -> LaunchSpec:
         TAG_RESERVATION: str(lease.pk),
         TAG_REQUESTER: lease.requester.get_username(),
     }
-    keys = "\n".join(f"      - {key.public_key.strip()}" for key in lease.requester.ssh_keys.all())
-    user_data = (
-        f"#cloud-config\nusers:\n  - default\n  - name: {instance.ssh_user or 'ubuntu'}\n"
-        f"    ssh_authorized_keys:\n{keys}\n"
-        if keys
-        else ""
-    )
+    from rental.services import agent
+
+    keys = [key.public_key.strip() for key in lease.requester.ssh_keys.all()]
+    user_data = agent.cloud_config(instance, ssh_keys=keys)
     return LaunchSpec(
         region=instance.region,
         instance_type=instance.offering.instance_type,
@@ -293,6 +290,7 @@ def mark_terminated(*, instance_id: int, at: datetime, reason: str = "") -> None
     instance.state = State.TERMINATED
     instance.termination_reason = reason
     instance.terminated_at = at
+    instance.agent_token_hash = ""  # the agent's token dies with the instance
     instance.save()
     audit.record(
         actor=None,
