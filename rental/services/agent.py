@@ -172,7 +172,7 @@ def record_heartbeat(
             raise NotLive
         raise Throttled
     instance = (
-        Instance.objects.select_for_update()
+        Instance.objects.select_for_update(of=("self",))
         .select_related("reservation__image", "offering__gpu_model")
         .get(pk=instance.pk)
     )
