@@ -65,7 +65,7 @@ def heartbeat_url(live_server):
 
 
 def finish(process, timeout=60):
-    out, err = process.communicate(timeout=timeout)
+    _out, err = process.communicate(timeout=timeout)
     assert process.returncode == 0, err
     return err
 
