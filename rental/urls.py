@@ -1,6 +1,6 @@
 from django.urls import path
 
-from rental import views
+from rental import agent_views, views
 
 app_name = "rental"
 urlpatterns = [
@@ -11,6 +11,13 @@ urlpatterns = [
     path("leases/<int:pk>/", views.lease_detail, name="lease"),
     path("leases/<int:pk>/_status/", views.lease_status_partial, name="lease_status_partial"),
     path("leases/<int:pk>/end/", views.lease_end, name="lease_end"),
+    path(
+        "leases/<int:pk>/instances/<int:instance_pk>/still-using/",
+        agent_views.still_using,
+        name="still_using",
+    ),
+    path("keys/", agent_views.ssh_keys, name="ssh_keys"),
+    path("keys/<int:pk>/delete/", agent_views.ssh_key_delete, name="ssh_key_delete"),
     path("approvals/", views.approvals, name="approvals"),
     path("approvals/_count/", views.approvals_count, name="approvals_count"),
     path("approvals/<int:pk>/approve/", views.lease_approve, name="lease_approve"),

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 from portal import access
 from portal.errors import DomainError, InvalidInput, QuotaExceeded
 from portal.models import Project
-from rental import selectors, services
+from rental import agent_views, selectors, services
 from rental.forms import DecisionForm, LeaseRequestForm
 from rental.models import Offering, Reservation, Tier
 from rental.selectors import QuotaStatus
@@ -291,9 +291,11 @@ def lease_list_partial(request: HttpRequest) -> HttpResponse:
 
 def _lease_context(request: HttpRequest, pk: int) -> dict[str, Any]:
     lease = access.get_visible_or_404(selectors.leases(), request.user, pk=pk)
+    instances = list(lease.instances.all())
+    agent_views.instance_views(lease, instances)
     return {
         "lease": lease,
-        "instances": list(lease.instances.all()),
+        "instances": instances,
         "may_end": lease.can_end and _may_end(request.user, lease),
         "polling": lease.status in POLL_WHILE,
     }

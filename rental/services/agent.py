@@ -24,13 +24,15 @@ from django.utils.translation import gettext as _
 
 from portal import audit
 from portal.notifications import admins, notify
-from rental.models import Instance, UtilizationSample
+from rental.models import Instance, Reservation, UtilizationSample
 from rental.services import idle
 
 AGENT_SOURCE = Path(settings.BASE_DIR) / "agent" / "gpu_portal_agent.py"
 AGENT_PATH = "/opt/gpu-portal/gpu_portal_agent.py"
 CONFIG_PATH = "/etc/gpu-portal-agent.json"
 LIVE_FOR_AGENT = (Instance.State.LAUNCHING, Instance.State.RUNNING)
+JUPYTER_PORT = 8888
+TENSORBOARD_PORT = 6006
 
 
 # --- The token -------------------------------------------------------------------------
@@ -65,7 +67,55 @@ def instance_for_token(token: str) -> Instance | None:
     return instance
 
 
+def lease_token(lease: Reservation, purpose: str = "jupyter") -> str:
+    """The per-lease token JupyterLab is started with; shown on the lease page."""
+    return hmac.new(
+        settings.SECRET_KEY.encode(), f"gpu-portal-{purpose}:{lease.pk}".encode(), hashlib.sha256
+    ).hexdigest()[:32]
+
+
+def image_has(lease: Reservation, tool: str) -> bool:
+    return bool(lease.image and tool in lease.image.frameworks.lower())
+
+
 # --- Installation at launch ------------------------------------------------------------
+
+
+def _tool_units(instance: Instance, user: str) -> list[str]:
+    """systemd units for JupyterLab / TensorBoard when the image has them, on localhost
+    only (reached through an SSH tunnel), Jupyter with the lease's token."""
+    lease = instance.reservation
+    tools = []
+    if image_has(lease, "jupyter"):
+        tools.append(
+            (
+                "jupyter",
+                f"/bin/bash -lc 'jupyter lab --no-browser --ip=127.0.0.1 --port={JUPYTER_PORT} "
+                f"--ServerApp.token={lease_token(lease)}'",
+            )
+        )
+    if image_has(lease, "tensorboard"):
+        tools.append(
+            (
+                "tensorboard",
+                "/bin/bash -lc 'mkdir -p ~/runs && tensorboard --logdir ~/runs "
+                f"--host 127.0.0.1 --port {TENSORBOARD_PORT}'",
+            )
+        )
+    lines = []
+    for name, command in tools:
+        lines += [
+            f"  - path: /etc/systemd/system/gpu-portal-{name}.service",
+            "    content: |",
+            "      [Service]",
+            f"      User={user}",
+            f"      WorkingDirectory=/home/{user}",
+            f"      ExecStart={command}",
+            "      Restart=on-failure",
+            "      [Install]",
+            "      WantedBy=multi-user.target",
+        ]
+    return lines
 
 
 def cloud_config(instance: Instance, *, ssh_keys: list[str]) -> str:
@@ -107,10 +157,14 @@ def cloud_config(instance: Instance, *, ssh_keys: list[str]) -> str:
         "      Nice=10",
         "      [Install]",
         "      WantedBy=multi-user.target",
+        *_tool_units(instance, user),
         "runcmd:",
         "  - [systemctl, daemon-reload]",
         "  - [systemctl, enable, --now, gpu-portal-agent.service]",
     ]
+    for tool in ("jupyter", "tensorboard"):
+        if image_has(instance.reservation, tool):
+            lines.append(f"  - [systemctl, enable, --now, gpu-portal-{tool}.service]")
     return "\n".join(lines) + "\n"
 
 
