@@ -322,3 +322,7 @@ PORTAL_IDLE_POLICY = {
     },
 }
 PORTAL_SAMPLE_RETENTION_DAYS = env_int("PORTAL_SAMPLE_RETENTION_DAYS", 14)
+CELERY_BEAT_SCHEDULE["roll-up-utilization"] = {
+    "task": "rental.tasks.roll_up_utilization_task",
+    "schedule": 3600.0,
+}

@@ -40,3 +40,11 @@ def end_expired_leases_task() -> None:
 @shared_task(acks_late=True, ignore_result=True)
 def admit_queued_task(gpu_model_id: int) -> None:
     services.admit_queued(gpu_model=gpu_model_id)
+
+
+@shared_task(acks_late=True)
+def roll_up_utilization_task() -> None:
+    from rental.services import samples
+
+    samples.roll_up_hours()
+    samples.purge_samples()
