@@ -135,7 +135,9 @@ def apply_new_samples(instance: Instance, samples: Sequence[IdleSample], *, now:
     fresh = [s for s in samples if not instance.idle_reset_at or s.at > instance.idle_reset_at]
     if not fresh:
         return
-    start = count_before(instance, policy, before=fresh[0].at)
+    # A busy first sample resets the count: the history need not be read (most heartbeats).
+    first_busy = classify(fresh[0], policy) == ACTIVE
+    start = 0 if first_busy else count_before(instance, policy, before=fresh[0].at)
     for event in idle_events(fresh, policy, start=start):
         if event.action == "warn":
             _warn(instance, lease, event, policy, now=now)
