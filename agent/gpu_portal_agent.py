@@ -426,7 +426,7 @@ def options_from(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--buffer", type=int, default=1440, help="samples kept while offline")
     parser.add_argument("--batch", type=int, default=100, help="samples per heartbeat")
     parser.add_argument("--timeout", type=float, default=10, help="HTTP timeout in seconds")
-    parser.add_argument("--python", default="python3", help="the image's Python (frameworks)")
+    parser.add_argument("--python", help="the image's Python, for frameworks (python3)")
     parser.add_argument("--metadata-url", default="http://169.254.169.254")
     parser.add_argument("--spot-interval", type=float, default=5)
     parser.add_argument("--once", action="store_true", help="one sample (and burn), then exit")
@@ -438,6 +438,7 @@ def options_from(argv: list[str] | None = None) -> argparse.Namespace:
             config = json.load(handle)
     options.url = options.url or config.get("url") or os.environ.get("GPU_PORTAL_URL", "")
     options.token = options.token or config.get("token") or os.environ.get("GPU_PORTAL_TOKEN", "")
+    options.python = options.python or config.get("python") or "python3"
     if options.interval is None:
         options.interval = float(config.get("interval", 60))
     if options.burn_seconds is None:

@@ -315,7 +315,10 @@ class UsageRecord(models.Model):
 
 
 class UtilizationSample(models.Model):
-    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="samples")
+    # No index of its own: the (instance, at) constraint's index serves every lookup.
+    instance = models.ForeignKey(
+        Instance, on_delete=models.CASCADE, related_name="samples", db_index=False
+    )
     at = models.DateTimeField(_("at"))
     gpu_utilization = models.JSONField(_("GPU utilization (%)"), default=list)
     memory_used_mb = models.JSONField(_("memory used (MB)"), default=list)
