@@ -176,9 +176,24 @@ def parse_query(output: str) -> list[dict]:
     return gpus
 
 
+# Newer drivers call the throttle reasons "clocks_event_reasons"; older ones only know
+# the first name. The one that works is remembered.
+THROTTLE_FIELDS = ["clocks_throttle_reasons.active", "clocks_event_reasons.active"]
+
+
 def read_gpus() -> list[dict]:
-    query = "--query-gpu=" + ",".join(QUERY_FIELDS)
-    return parse_query(run_smi([query, "--format=csv,noheader,nounits"]))
+    for attempt, throttle in enumerate(list(THROTTLE_FIELDS)):
+        fields = [throttle if f == "clocks_throttle_reasons.active" else f for f in QUERY_FIELDS]
+        try:
+            output = run_smi(["--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"])
+        except ReadError as error:
+            if "valid field" in str(error) and attempt + 1 < len(THROTTLE_FIELDS):
+                continue
+            raise
+        if attempt:
+            THROTTLE_FIELDS.insert(0, THROTTLE_FIELDS.pop(attempt))
+        return parse_query(output)
+    raise ReadError("nvidia-smi knows none of the throttle-reason fields")
 
 
 def max_cuda_version() -> str:

@@ -17,7 +17,11 @@ state = json.load(open(os.environ["FAKE_SMI_STATE"]))
 if state.get("mode") == "fail":
     sys.stderr.write("NVIDIA-SMI has failed because it couldn't communicate with the driver\n")
     sys.exit(9)
-if not any(a.startswith("--query-gpu=") for a in sys.argv[1:]):
+query = [a for a in sys.argv[1:] if a.startswith("--query-gpu=")]
+if query and state.get("event_reasons") and "clocks_throttle_reasons" in query[0]:
+    print('Field "clocks_throttle_reasons.active" is not a valid field to query.')
+    sys.exit(2)
+if not query:
     print("| NVIDIA-SMI %s   Driver Version: %s   CUDA Version: %s |"
           % (state["driver"], state["driver"], state["cuda"]))
     sys.exit(0)
@@ -55,8 +59,16 @@ class FakeMachine:
         self.burn: dict | None = None
         self.set(gpus=[{"name": "NVIDIA A100-SXM4-80GB", "util": 0}])
 
-    def set(self, *, gpus=None, mode="ok", driver="550.54.15", cuda="12.4") -> None:
-        state = {"mode": mode, "driver": driver, "cuda": cuda, "gpus": gpus or []}
+    def set(
+        self, *, gpus=None, mode="ok", driver="550.54.15", cuda="12.4", event_reasons=False
+    ) -> None:
+        state = {
+            "mode": mode,
+            "driver": driver,
+            "cuda": cuda,
+            "gpus": gpus or [],
+            "event_reasons": event_reasons,
+        }
         self.state_file.write_text(json.dumps(state))
 
     def env(self) -> dict:

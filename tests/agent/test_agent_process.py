@@ -99,6 +99,17 @@ def test_it_reports_a_healthy_card_and_its_samples(live_server, f0t, machine):
     assert report["gpus"][0]["throttle_reasons"] == "0x0000000000000000"
 
 
+def test_it_reads_a_driver_that_renamed_the_throttle_reasons(live_server, f0t, machine):
+    run = running_lease(f0t)
+    machine.set(gpus=[{"name": "NVIDIA A100-SXM4-80GB", "util": 33}], event_reasons=True)
+
+    finish(agent(machine, heartbeat_url(live_server), run.token, "--once", "--burn-seconds", "0"))
+
+    [row] = UtilizationSample.objects.filter(instance=run.instance)
+    assert row.gpu_utilization == [33.0]
+    assert Instance.objects.get(pk=run.instance.pk).health == Instance.Health.HEALTHY
+
+
 def test_it_marks_a_card_that_does_not_match_unhealthy(live_server, f0t, machine):
     run = running_lease(f0t, gpus=1)
     machine.set(gpus=[{"name": "NVIDIA L4"}, {"name": "NVIDIA L4"}])

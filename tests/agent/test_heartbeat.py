@@ -239,3 +239,32 @@ def test_it_marks_an_instance_that_is_not_what_it_claims_unhealthy(
     assert reason in run.instance.health_message
     told = set(Notification.objects.values_list("user__username", flat=True))
     assert told == {"alice", "root"}
+
+
+def test_it_ignores_a_spot_notice_from_an_on_demand_instance(client, f0):
+    run = running_lease(f0, market="on_demand")
+    notice = {"action": "terminate", "time": iso(now() + timedelta(minutes=2))}
+    assert send(client, run.token, {"spot_notice": notice}).status_code == 200
+    run.lease.refresh_from_db()
+    assert run.lease.status == "active"
+
+
+def test_it_asks_again_for_the_remaining_time_after_a_spot_interruption(client, f0):
+    from rental.models import Reservation, UsageRecord
+
+    run = running_lease(f0, market="spot", priority="experiment")
+    Reservation.objects.filter(pk=run.lease.pk).update(requeue_on_preemption=True)
+    at = now() + timedelta(seconds=90)
+
+    response = send(client, run.token, {"spot_notice": {"action": "terminate", "time": iso(at)}})
+
+    assert response.status_code == 200
+    old = Reservation.objects.get(pk=run.lease.pk)
+    assert (old.status, old.end_reason, old.ended_at) == ("ending", "spot_interrupted", at)
+    assert UsageRecord.objects.get(instance=run.instance).end == at
+    retry = Reservation.objects.exclude(pk=old.pk).get()
+    assert (retry.market, retry.gpu_count, retry.requeue_on_preemption) == ("spot", 1, True)
+    # The lease had 5 hours left: the new one asks for them (to the hundredth of an hour).
+    assert abs((retry.end - retry.start) - timedelta(hours=5)) <= timedelta(seconds=36)
+    body = Notification.objects.get(user=f0.alice, subject__startswith="Spot").body
+    assert f"Lease #{retry.pk} asks for the remaining time again." in body
