@@ -16,7 +16,7 @@ from django.views.decorators.http import require_POST
 from portal import access
 from portal.errors import DomainError
 from rental.models import Instance, Reservation, SshKey, UtilizationSample
-from rental.services import idle, keys
+from rental.services import idle, keys, replace
 from rental.services.agent import JUPYTER_PORT, TENSORBOARD_PORT, image_has, lease_token
 
 CHART_HOURS = 12
@@ -98,6 +98,24 @@ def still_using(request: HttpRequest, pk: int, instance_pk: int) -> HttpResponse
         messages.error(request, error.message)
     else:
         messages.success(request, _("Noted: the idle count starts again from now."))
+    return redirect("rental:lease", pk=pk)
+
+
+@login_required
+@require_POST
+def replace_instance(request: HttpRequest, pk: int, instance_pk: int) -> HttpResponse:
+    lease = access.get_visible_or_404(Reservation.objects.all(), request.user, pk=pk)
+    instance = get_object_or_404(Instance, pk=instance_pk, reservation=lease)
+    try:
+        new = replace.replace_instance(actor=request.user, instance=instance)
+    except DomainError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(
+            request,
+            _("A new instance is starting (#%(new)s); the unhealthy one is being terminated.")
+            % {"new": new.pk},
+        )
     return redirect("rental:lease", pk=pk)
 
 

@@ -16,6 +16,11 @@ urlpatterns = [
         agent_views.still_using,
         name="still_using",
     ),
+    path(
+        "leases/<int:pk>/instances/<int:instance_pk>/replace/",
+        agent_views.replace_instance,
+        name="replace_instance",
+    ),
     path("keys/", agent_views.ssh_keys, name="ssh_keys"),
     path("keys/<int:pk>/delete/", agent_views.ssh_key_delete, name="ssh_key_delete"),
     path("approvals/", views.approvals, name="approvals"),

@@ -285,6 +285,7 @@ def mark_terminated(*, instance_id: int, at: datetime, reason: str = "") -> None
     instance = Instance.objects.select_for_update().get(pk=instance_id)
     if instance.state in (State.TERMINATED, State.FAILED):
         return
+    ended_by_portal = bool(instance.termination_reason)  # e.g. an unhealthy one replaced
     reason = instance.termination_reason or reason or TerminationReason.PROVIDER
     close_usage(instance, at=at, reason=reason)
     instance.state = State.TERMINATED
@@ -302,7 +303,7 @@ def mark_terminated(*, instance_id: int, at: datetime, reason: str = "") -> None
         after={"reason": reason},
     )
     lease = Reservation.objects.select_for_update().get(pk=instance.reservation_id)
-    if lease.status in (Status.PROVISIONING, Status.ACTIVE):
+    if lease.status in (Status.PROVISIONING, Status.ACTIVE) and not ended_by_portal:
         # Ended outside the portal (L3): the lease ends with it.
         lease.status = Status.ENDING
         lease.end_reason = reason
@@ -358,7 +359,9 @@ def mark_running(instance: Instance, cloud: CloudInstance, *, now: datetime) -> 
     locked = Reservation.objects.select_for_update().get(pk=lease.pk)
     if (
         locked.status == Status.PROVISIONING
-        and not locked.instances.exclude(state=State.RUNNING).exists()
+        and not locked.instances.exclude(
+            state__in=(State.RUNNING, State.STOPPING, State.TERMINATED, State.FAILED)
+        ).exists()
     ):
         locked.status = Status.ACTIVE
         locked.status_code = ""
