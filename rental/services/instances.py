@@ -440,7 +440,12 @@ def apply_sync(*, linked_before: dict[int, str], cloud: list[CloudInstance], now
         if found.state in (CloudState.SHUTTING_DOWN, CloudState.TERMINATED):
             at = found.state_changed_at or now
             at = min(max(at, instance.running_at or at), now)
-            mark_terminated(instance_id=instance.pk, at=at)
+            from rental.services import spot
+
+            reason = spot.reason_from_cloud(instance, found.state_reason)
+            mark_terminated(instance_id=instance.pk, at=at, reason=reason)
+            if reason:
+                spot.after_sync_interruption(instance_id=instance.pk, now=now)
             changed += 1
         elif found.state == CloudState.RUNNING and instance.state == State.LAUNCHING:
             mark_running(instance, found, now=now)

@@ -111,3 +111,36 @@ def _requeue(lease: Reservation, *, now: datetime) -> Reservation | None:
     except DomainError as error:
         logger.info("re-queueing lease %s refused: %s", lease.pk, error.code)
         return None
+
+
+SPOT_REASON_MARKERS = ("spotinstancetermination", "spot instance", "spot interruption")
+
+
+def reason_from_cloud(instance: Instance, state_reason: str) -> str:
+    """The termination reason the sync records for an instance the cloud ended: a spot
+    instance whose state reason names a spot termination was interrupted; otherwise ""
+    (the provider ended it)."""
+    text = (state_reason or "").lower()
+    if instance.market == Market.SPOT and any(m in text for m in SPOT_REASON_MARKERS):
+        return TerminationReason.SPOT_INTERRUPTED
+    return ""
+
+
+def after_sync_interruption(*, instance_id: int, now: datetime) -> None:
+    """Within the sync's transaction, after the interrupted instance was marked
+    terminated: re-queue the lease's remaining time when its requester asked for it.
+    Runs once: the sync never looks at a terminated instance again."""
+    instance = Instance.objects.select_related("reservation").get(pk=instance_id)
+    lease = instance.reservation
+    if instance.termination_reason != TerminationReason.SPOT_INTERRUPTED:
+        return
+    if not lease.requeue_on_preemption or lease.status not in (Status.ENDING, Status.PREEMPTED):
+        return
+    retry = _requeue(lease, now=now)
+    if retry is not None:
+        notify(
+            [lease.requester],
+            subject=_("Spot interruption: %(lease)s") % {"lease": lease},
+            body=_("Lease #%(id)s asks for the remaining time again.") % {"id": retry.pk},
+            link=retry.get_absolute_url(),
+        )
