@@ -67,7 +67,7 @@ def test_it_shows_the_lease_with_its_chart_and_commands(live_server, browser):
     expect(chart).to_be_visible()
     expect(chart.locator("canvas")).to_have_count(1)
     expect(chart.locator(".u-legend")).to_contain_text("GPU 1 memory (GB)")
-    screenshot(page, "agent-lease-page")
+    screenshot(page, "agent-lease-page", guide="engineer-lease-agent")
 
     page.click(f"#still-using-{run.instance.pk}")
     expect(page.locator(".alert, .messages").first).to_contain_text("starts again from now")
@@ -97,5 +97,5 @@ def test_it_manages_ssh_keys(live_server, browser):
     page.click("#add-ssh-key")
     expect(page.locator("#ssh-key-table")).to_contain_text("SHA256:")
     expect(page.locator("#ssh-key-table")).to_contain_text("ssh-ed25519")
-    screenshot(page, "agent-ssh-keys")
+    screenshot(page, "agent-ssh-keys", guide="engineer-ssh-keys")
     connections.close_all()
