@@ -1,6 +1,7 @@
 """The agent's own reading of nvidia-smi, as a library: real output shapes, and refusals."""
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,3 +57,68 @@ def test_it_prints_what_it_would_send_without_a_portal(capsys, monkeypatch):
     assert agent.main(["--once", "--dry-run", "--metadata-url", "", "--python", "false"]) == 0
     out = capsys.readouterr().out
     assert '"error": "nvidia-smi is not installed"' in out
+
+
+FAKE_TORCH = """
+bfloat16 = "torch.bfloat16"
+float16 = "torch.float16"
+__version__ = "2.5.1-fake"
+
+
+class _Matrix:
+    def __matmul__(self, other):
+        return self
+
+
+def randn(*shape, device=None, dtype=None):
+    return _Matrix()
+
+
+class cuda:
+    @staticmethod
+    def is_available():
+        return True
+
+    @staticmethod
+    def device_count():
+        return 2
+
+    @staticmethod
+    def is_bf16_supported():
+        return True
+
+    @staticmethod
+    def synchronize(*args):
+        pass
+
+    class device:
+        def __init__(self, index):
+            self.index = index
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+"""
+
+
+def test_it_burns_every_gpu_with_the_images_pytorch(tmp_path, monkeypatch):
+    (tmp_path / "torch.py").write_text(FAKE_TORCH)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+
+    result = agent.burn(sys.executable, 0.2, size=64)
+
+    assert result["dtype"] == "bfloat16"
+    assert result["seconds"] == 0.2
+    assert len(result["tflops"]) == 2
+    assert agent.frameworks(sys.executable)["torch"] == {
+        "installed": True,
+        "cuda": True,
+        "version": "2.5.1-fake",
+    }
+
+
+def test_it_skips_the_burn_without_pytorch(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    assert agent.burn(sys.executable, 0.1)["skipped"] == "PyTorch is not installed"
