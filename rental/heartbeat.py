@@ -32,14 +32,25 @@ class Invalid(Exception):
         self.message = message
 
 
-def _number(value: Any, field: str, *, low: float, high: float, optional: bool = False):
+def _number(
+    value: Any,
+    field: str,
+    *,
+    low: float,
+    high: float,
+    optional: bool = False,
+    integer: bool = False,
+):
     if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise Invalid(field, "must be a number")
-    if not math.isfinite(value) or not low <= value <= high:
+    if integer and not (isinstance(value, int) or value.is_integer()):
+        raise Invalid(field, "must be a whole number")
+    # Compare before any float conversion: a 400-digit integer would overflow it.
+    if (isinstance(value, float) and not math.isfinite(value)) or not low <= value <= high:
         raise Invalid(field, f"must be between {low:g} and {high:g}")
-    return value
+    return int(value) if integer else float(value)
 
 
 def _text(value: Any, field: str, *, max_length: int = 120, optional: bool = True) -> str:
@@ -82,7 +93,7 @@ def _instant(value: Any, field: str, *, now: datetime) -> datetime:
 def _gpu(value: Any, field: str) -> dict:
     gpu = _object(value, field)
     return {
-        "index": _number(gpu.get("index"), f"{field}.index", low=0, high=63),
+        "index": _number(gpu.get("index"), f"{field}.index", low=0, high=63, integer=True),
         "utilization": _number(gpu.get("utilization"), f"{field}.utilization", low=0, high=100),
         "memory_used_mb": _number(
             gpu.get("memory_used_mb"), f"{field}.memory_used_mb", low=0, high=10_000_000
@@ -99,7 +110,12 @@ def _gpu(value: Any, field: str) -> dict:
         ),
         "power_w": _number(gpu.get("power_w"), f"{field}.power_w", low=0, high=5000, optional=True),
         "ecc_errors": _number(
-            gpu.get("ecc_errors"), f"{field}.ecc_errors", low=0, high=1e12, optional=True
+            gpu.get("ecc_errors"),
+            f"{field}.ecc_errors",
+            low=0,
+            high=1e12,
+            optional=True,
+            integer=True,
         ),
         "throttle_reasons": _text(
             gpu.get("throttle_reasons"), f"{field}.throttle_reasons", max_length=40
@@ -122,7 +138,12 @@ def _samples(value: Any, *, now: datetime) -> list[dict]:
             )
         ]
         sessions = _number(
-            sample.get("ssh_sessions"), f"{field}.ssh_sessions", low=0, high=10_000, optional=True
+            sample.get("ssh_sessions"),
+            f"{field}.ssh_sessions",
+            low=0,
+            high=10_000,
+            optional=True,
+            integer=True,
         )
         samples.append(
             {
@@ -144,7 +165,9 @@ def _health(value: Any) -> dict | None:
         gpu = _object(raw, f"health.gpus[{j}]")
         gpus.append(
             {
-                "index": _number(gpu.get("index"), f"health.gpus[{j}].index", low=0, high=63),
+                "index": _number(
+                    gpu.get("index"), f"health.gpus[{j}].index", low=0, high=63, integer=True
+                ),
                 "name": _text(gpu.get("name"), f"health.gpus[{j}].name", optional=False),
                 "memory_total_mb": _number(
                     gpu.get("memory_total_mb"),
@@ -234,7 +257,7 @@ def heartbeat(request: HttpRequest) -> JsonResponse:
         return _error(400, "too_large", "The heartbeat is too large.")
     try:
         data = json.loads(request.body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return _error(400, "invalid", "The body is not JSON.", field="body")
     try:
         parsed = parse_heartbeat(data, now=now)

@@ -160,6 +160,9 @@ GOOD = {"at": None, "gpus": [{"index": 0, "utilization": 1.0, "memory_used_mb": 
         ({"samples": [{**GOOD, "gpus": [{**GOOD["gpus"][0], "power_w": "hot"}]}]}, "power_w"),
         ({"samples": [{**GOOD, "gpus": [GOOD["gpus"][0]] * 17}]}, "gpus"),
         ({"samples": [{**GOOD, "ssh_sessions": -1}]}, "ssh_sessions"),
+        ({"samples": [{**GOOD, "ssh_sessions": 1.5}]}, "ssh_sessions"),
+        ({"samples": [{**GOOD, "gpus": [{**GOOD["gpus"][0], "index": 10**400}]}]}, "index"),
+        ({"samples": [{**GOOD, "gpus": [{**GOOD["gpus"][0], "power_w": 10**400}]}]}, "power_w"),
         ({"health": {"gpus": [{"index": 0, "name": 5}]}}, "health.gpus[0].name"),
         ({"health": {"frameworks": {"jax": {}}}}, "health.frameworks"),
         ({"burn": {"tflops": ["fast"]}}, "burn.tflops[0]"),
@@ -184,7 +187,19 @@ def test_it_refuses_samples_out_of_order(client, f0):
     assert (response.status_code, response.json()["field"]) == (400, "samples[1].at")
 
 
-@pytest.mark.parametrize("raw", [b"{", b"\xff\xfe", b"null", b'"text"', b"[1, 2]"])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"{",
+        b"\xff\xfe",
+        b"null",
+        b'"text"',
+        b"[1, 2]",
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"samples": [{"at": NaN}]}',
+        b'{"samples": [{"at": "2026-01-01T00:00:00Z", "gpus": [{"utilization": Infinity}]}]}',
+    ],
+)
 def test_it_answers_garbage_with_a_400(client, f0, raw):
     run = running_lease(f0)
     response = client.post(
