@@ -146,6 +146,11 @@ def apply_new_samples(instance: Instance, samples: Sequence[IdleSample], *, now:
         elif event.action == "reap" and lease.priority != Priority.PRODUCTION:
             _reap(instance, lease, event, now=now)
             return
+    # Busy again after a warning: the warning no longer stands.
+    last_active = max((s.at for s in fresh if classify(s, policy) == ACTIVE), default=None)
+    if instance.idle_warned_at and last_active and last_active > instance.idle_warned_at:
+        instance.idle_warned_at = None
+        instance.save(update_fields=["idle_warned_at"])
 
 
 def _warn(instance: Instance, lease: Reservation, event: IdleEvent, policy: IdlePolicy, *, now):

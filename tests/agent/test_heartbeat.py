@@ -283,3 +283,17 @@ def test_it_asks_again_for_the_remaining_time_after_a_spot_interruption(client, 
     assert abs((retry.end - retry.start) - timedelta(hours=5)) <= timedelta(seconds=36)
     body = Notification.objects.get(user=f0.alice, subject__startswith="Spot").body
     assert f"Lease #{retry.pk} asks for the remaining time again." in body
+
+
+def test_it_withdraws_the_idle_warning_once_the_gpus_are_busy_again(client, f0):
+    run = running_lease(f0)
+    start = now() - timedelta(minutes=30)
+    idle = [sample(start + timedelta(minutes=m), 1.0) for m in range(20)]
+    assert send(client, run.token, {"samples": idle}).json()["accepted"] == 20
+    warned = Instance.objects.get(pk=run.instance.pk).idle_warned_at
+    assert warned == start + timedelta(minutes=19)
+
+    busy = sample(start + timedelta(minutes=21), 75.0)
+    assert send(client, run.token, {"samples": [busy]}).status_code == 200
+
+    assert Instance.objects.get(pk=run.instance.pk).idle_warned_at is None
