@@ -326,3 +326,9 @@ CELERY_BEAT_SCHEDULE["roll-up-utilization"] = {
     "task": "rental.tasks.roll_up_utilization_task",
     "schedule": 3600.0,
 }
+PORTAL_STOPPED_RETENTION_DAYS = env_int("PORTAL_STOPPED_RETENTION_DAYS", 15)  # L9
+PORTAL_STOPPED_WARNING_DAYS = env_int("PORTAL_STOPPED_WARNING_DAYS", 3)
+CELERY_BEAT_SCHEDULE["expire-stopped-leases"] = {
+    "task": "rental.tasks.expire_stopped_leases_task",
+    "schedule": 3600.0,
+}

@@ -48,3 +48,24 @@ def roll_up_utilization_task() -> None:
 
     samples.roll_up_hours()
     samples.purge_samples()
+
+
+@shared_task(acks_late=True, autoretry_for=(services.LaunchRetry,), max_retries=5)
+def stop_instances_task(instance_ids: list[int]) -> None:
+    from rental.services import stop
+
+    stop.cloud_stop(instance_ids)
+
+
+@shared_task(acks_late=True, autoretry_for=(services.LaunchRetry,), max_retries=5)
+def start_instances_task(instance_ids: list[int]) -> None:
+    from rental.services import stop
+
+    stop.cloud_start(instance_ids)
+
+
+@shared_task(acks_late=True)
+def expire_stopped_leases_task() -> None:
+    from rental.services import stop
+
+    stop.expire_stopped_leases()

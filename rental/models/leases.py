@@ -69,6 +69,7 @@ class Reservation(models.Model):
         FAILED = "failed", _("Failed")
         PREEMPTED = "preempted", _("Preempted")
         REAPED = "reaped", _("Reaped")
+        STOPPED = "stopped", _("Stopped")  # L9: disk kept, GPUs back in the pool
 
     # Statuses whose GPUs count as running in the pool (Q4).
     HOLDING = (Status.PROVISIONING, Status.ACTIVE, Status.ENDING)
@@ -247,6 +248,7 @@ class Instance(models.Model):
     agent_report = models.JSONField(_("agent report"), default=dict, blank=True)
     idle_reset_at = models.DateTimeField(_("idle count reset at"), null=True, blank=True)
     idle_warned_at = models.DateTimeField(_("idle warning sent at"), null=True, blank=True)
+    stopped_at = models.DateTimeField(_("stopped at"), null=True, blank=True)
 
     class Meta:
         ordering = ["id"]
