@@ -16,7 +16,7 @@ from django.views.decorators.http import require_POST
 from portal import access
 from portal.errors import DomainError
 from rental.models import Instance, Reservation, SshKey, UtilizationSample
-from rental.services import idle, keys, replace
+from rental.services import idle, keys, replace, stop
 from rental.services.agent import JUPYTER_PORT, TENSORBOARD_PORT, image_has, lease_token
 
 CHART_HOURS = 12
@@ -58,6 +58,10 @@ def utilization_series(instance: Instance, *, hours: int = CHART_HOURS) -> dict[
             for i in range(gpus)
         ],
     }
+
+
+def may_stop(user: Any, lease: Reservation) -> bool:
+    return access.can_request_for(user, lease.project) or access.can_manage(user, lease.project)
 
 
 def instance_views(lease: Reservation, instances: list[Instance]) -> None:
@@ -117,6 +121,39 @@ def replace_instance(request: HttpRequest, pk: int, instance_pk: int) -> HttpRes
             % {"new": new.pk},
         )
     return redirect("rental:lease", pk=pk)
+
+
+def _lease_action(request: HttpRequest, pk: int, action, done: str) -> HttpResponse:
+    lease = access.get_visible_or_404(Reservation.objects.all(), request.user, pk=pk)
+    try:
+        action(actor=request.user, reservation=lease)
+    except DomainError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, done)
+    return redirect("rental:lease", pk=pk)
+
+
+@login_required
+@require_POST
+def lease_stop(request: HttpRequest, pk: int) -> HttpResponse:
+    return _lease_action(
+        request, pk, stop.stop_lease, _("Stopped. GPU billing has stopped; the disk is kept.")
+    )
+
+
+@login_required
+@require_POST
+def lease_resume(request: HttpRequest, pk: int) -> HttpResponse:
+    return _lease_action(request, pk, stop.resume_lease, _("Resuming on the kept disk."))
+
+
+@login_required
+@require_POST
+def lease_end_stopped(request: HttpRequest, pk: int) -> HttpResponse:
+    return _lease_action(
+        request, pk, stop.end_stopped_lease, _("Ending; the instance and its disk are deleted.")
+    )
 
 
 @login_required

@@ -297,6 +297,7 @@ def _lease_context(request: HttpRequest, pk: int) -> dict[str, Any]:
         "lease": lease,
         "instances": instances,
         "may_end": lease.can_end and _may_end(request.user, lease),
+        "may_stop": agent_views.may_stop(request.user, lease),
         "polling": lease.status in POLL_WHILE,
     }
 

@@ -129,3 +129,22 @@ def test_it_warns_three_days_before_and_ends_a_lease_stopped_for_fifteen(f0c, t0
     assert lease.status == Reservation.Status.ENDED
     # The GPU usage closed at the stop; nothing more was billed.
     assert UsageRecord.objects.get(instance=instance).end == stopped
+
+
+def test_it_stops_and_resumes_from_the_lease_page(client, f0c):
+    from django.urls import reverse
+    from django.utils import timezone
+
+    lease = active(f0c, timezone.now() - timedelta(minutes=5), gpus=1)
+    client.login(username="alice", password=factories.PASSWORD)
+    assert 'id="stop-lease"' in client.get(lease.get_absolute_url()).content.decode()
+
+    page = client.post(reverse("rental:lease_stop", args=[lease.pk]), follow=True)
+    assert "GPU billing has stopped" in page.content.decode()
+    assert 'id="resume-lease"' in page.content.decode()
+    page = client.post(reverse("rental:lease_resume", args=[lease.pk]), follow=True)
+    assert "Resuming on the kept disk." in page.content.decode()
+    assert Reservation.objects.get(pk=lease.pk).status == Reservation.Status.PROVISIONING
+
+    client.login(username="olga", password=factories.PASSWORD)
+    assert client.post(reverse("rental:lease_stop", args=[lease.pk])).status_code == 404

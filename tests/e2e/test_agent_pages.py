@@ -99,3 +99,24 @@ def test_it_manages_ssh_keys(live_server, browser):
     expect(page.locator("#ssh-key-table")).to_contain_text("ssh-ed25519")
     screenshot(page, "agent-ssh-keys", guide="engineer-ssh-keys")
     connections.close_all()
+
+
+def test_it_stops_and_resumes_a_lease(live_server, browser):
+    from playwright.sync_api import expect
+
+    f0 = factories.fixture_f0()
+    run = running_lease(f0, priority="experiment")
+    page = browser.new_page(viewport={"width": 1360, "height": 900})
+    page.set_default_timeout(15_000)
+    page.on("dialog", lambda dialog: dialog.accept())
+    log_in(page, live_server, "alice")
+    page.goto(f"{live_server.url}{run.lease.get_absolute_url()}")
+
+    page.click("#stop-lease")
+    expect(page.locator(".messages")).to_contain_text("GPU billing has stopped")
+    expect(page.locator("#lease-status")).to_contain_text("Stopped")
+    screenshot(page, "agent-lease-stopped")
+    page.click("#resume-lease")
+    expect(page.locator(".messages")).to_contain_text("Resuming on the kept disk.")
+    expect(page.locator("#lease-status")).to_contain_text("Provisioning")
+    connections.close_all()
