@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from portal import views
+from rental import heartbeat
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
@@ -12,6 +13,7 @@ urlpatterns = [
     path("notifications/read/", views.notifications_read, name="notifications_read"),
     path("audit/", views.audit_log, name="audit_log"),
     path("admin/", admin.site.urls),
+    path("api/v1/agent/heartbeat", heartbeat.heartbeat, name="agent_heartbeat"),
     path("", include("rental.urls")),
     path("billing/", include("billing.urls")),
 ]

@@ -27,8 +27,19 @@ def provision_now(instance_id: int) -> None:
     _send("provision_instance_task", instance_id)
 
 
-def terminate_on_commit(instance_id: int) -> None:
-    transaction.on_commit(lambda: _send("terminate_instance_task", instance_id))
+def terminate_on_commit(instance_id: int, *, eta: datetime | None = None) -> None:
+    """``eta``: not before then (a spot instance keeps its two minutes' notice)."""
+    transaction.on_commit(lambda: _send("terminate_instance_task", instance_id, eta=eta))
+
+
+def stop_on_commit(instance_ids: Iterable[int]) -> None:
+    ids = list(instance_ids)
+    transaction.on_commit(lambda: _send("stop_instances_task", ids))
+
+
+def start_on_commit(instance_ids: Iterable[int]) -> None:
+    ids = list(instance_ids)
+    transaction.on_commit(lambda: _send("start_instances_task", ids))
 
 
 def terminate_now(instance_id: int) -> None:

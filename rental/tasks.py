@@ -67,3 +67,32 @@ def admit_queued_task(gpu_model_id: int) -> None:
 def process_due_task() -> None:
     """Notices that ran out and leases waiting for reclaimed GPUs (Q8). Also on the beat."""
     services.process_due()
+
+
+@shared_task(acks_late=True)
+def roll_up_utilization_task() -> None:
+    from rental.services import samples
+
+    samples.roll_up_hours()
+    samples.purge_samples()
+
+
+@shared_task(acks_late=True, autoretry_for=(services.LaunchRetry,), max_retries=5)
+def stop_instances_task(instance_ids: list[int]) -> None:
+    from rental.services import stop
+
+    stop.cloud_stop(instance_ids)
+
+
+@shared_task(acks_late=True, autoretry_for=(services.LaunchRetry,), max_retries=5)
+def start_instances_task(instance_ids: list[int]) -> None:
+    from rental.services import stop
+
+    stop.cloud_start(instance_ids)
+
+
+@shared_task(acks_late=True)
+def expire_stopped_leases_task() -> None:
+    from rental.services import stop
+
+    stop.expire_stopped_leases()

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from rental import views
+from rental import agent_views, views
 
 app_name = "rental"
 urlpatterns = [
@@ -18,6 +18,21 @@ urlpatterns = [
     path(
         "quota-requests/<int:pk>/decide/", views.quota_request_decide, name="quota_request_decide"
     ),
+    path(
+        "leases/<int:pk>/instances/<int:instance_pk>/still-using/",
+        agent_views.still_using,
+        name="still_using",
+    ),
+    path(
+        "leases/<int:pk>/instances/<int:instance_pk>/replace/",
+        agent_views.replace_instance,
+        name="replace_instance",
+    ),
+    path("leases/<int:pk>/stop/", agent_views.lease_stop, name="lease_stop"),
+    path("leases/<int:pk>/resume/", agent_views.lease_resume, name="lease_resume"),
+    path("leases/<int:pk>/end-stopped/", agent_views.lease_end_stopped, name="lease_end_stopped"),
+    path("keys/", agent_views.ssh_keys, name="ssh_keys"),
+    path("keys/<int:pk>/delete/", agent_views.ssh_key_delete, name="ssh_key_delete"),
     path("approvals/", views.approvals, name="approvals"),
     path("approvals/_count/", views.approvals_count, name="approvals_count"),
     path("approvals/<int:pk>/approve/", views.lease_approve, name="lease_approve"),

@@ -19,7 +19,7 @@ from django.views.decorators.http import require_POST
 from portal import access
 from portal.errors import DomainError, InvalidInput, QuotaExceeded
 from portal.models import Project
-from rental import selectors, services
+from rental import agent_views, selectors, services
 from rental.forms import DecisionForm, LeaseRequestForm
 from rental.models import GpuModel, Offering, Pool, Quota, QuotaRequest, Reservation, Tier
 from rental.selectors import QuotaStatus
@@ -330,10 +330,13 @@ def _lease_context(request: HttpRequest, pk: int) -> dict[str, Any]:
     if lease.status == Status.QUEUED:
         positions = queue_positions(lease.gpu_model_id)
         wait = {"position": positions.get(lease.pk), "queued": len(positions)}
+    instances = list(lease.instances.prefetch_related("attempts"))
+    agent_views.instance_views(lease, instances)
     return {
         "lease": lease,
-        "instances": list(lease.instances.prefetch_related("attempts")),
+        "instances": instances,
         "may_end": lease.can_end and _may_end(request.user, lease),
+        "may_stop": agent_views.may_stop(request.user, lease),
         "polling": lease.status in POLL_WHILE,
         "wait": wait,
         "wait_hint": _wait_hint(lease),

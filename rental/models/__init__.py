@@ -1,5 +1,6 @@
 """The compute side's data: catalog, accounts, pools and quotas, leases and usage."""
 
+from rental.models.agent import UtilizationRollup
 from rental.models.capacity import AvailabilityWatch, Pool, Quota, QuotaRequest
 from rental.models.catalog import GpuModel, Image, Offering, ProviderAccount
 from rental.models.launch import LaunchAttempt, Orphan
@@ -36,5 +37,6 @@ __all__ = [
     "TerminationReason",
     "Tier",
     "UsageRecord",
+    "UtilizationRollup",
     "UtilizationSample",
 ]

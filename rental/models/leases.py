@@ -69,6 +69,7 @@ class Reservation(models.Model):
         FAILED = "failed", _("Failed")
         PREEMPTED = "preempted", _("Preempted")
         REAPED = "reaped", _("Reaped")
+        STOPPED = "stopped", _("Stopped")  # L9: disk kept, GPUs back in the pool
 
     # Statuses whose GPUs count as running in the pool (Q4).
     HOLDING = (Status.PROVISIONING, Status.ACTIVE, Status.ENDING)
@@ -290,6 +291,12 @@ class Instance(models.Model):
     terminate_failures = models.PositiveSmallIntegerField(_("failed terminations"), default=0)
     agent_token_hash = models.CharField(max_length=64, blank=True, editable=False)
     last_heartbeat_at = models.DateTimeField(_("last heartbeat"), null=True, blank=True)
+    # What the agent on the instance last said (see rental/services/agent.py).
+    agent_last_sample_at = models.DateTimeField(_("last sample"), null=True, blank=True)
+    agent_report = models.JSONField(_("agent report"), default=dict, blank=True)
+    idle_reset_at = models.DateTimeField(_("idle count reset at"), null=True, blank=True)
+    idle_warned_at = models.DateTimeField(_("idle warning sent at"), null=True, blank=True)
+    stopped_at = models.DateTimeField(_("stopped at"), null=True, blank=True)
 
     class Meta:
         ordering = ["id"]
@@ -358,10 +365,14 @@ class UsageRecord(models.Model):
 
 
 class UtilizationSample(models.Model):
-    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="samples")
+    # No index of its own: the (instance, at) constraint's index serves every lookup.
+    instance = models.ForeignKey(
+        Instance, on_delete=models.CASCADE, related_name="samples", db_index=False
+    )
     at = models.DateTimeField(_("at"))
     gpu_utilization = models.JSONField(_("GPU utilization (%)"), default=list)
     memory_used_mb = models.JSONField(_("memory used (MB)"), default=list)
+    ssh_sessions = models.PositiveSmallIntegerField(_("SSH sessions"), null=True, blank=True)
 
     class Meta:
         ordering = ["instance", "at"]

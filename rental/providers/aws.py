@@ -277,6 +277,24 @@ class AwsProvider:
                     if single_error.kind != ProviderErrorKind.NOT_FOUND:
                         raise
 
+    def stop(self, external_ids: list[str], *, region: str) -> None:
+        """Stop these on-demand instances; their EBS disks are kept (L9). Idempotent: EC2
+        accepts stopping a stopped instance; an empty list makes no call. Returns once the
+        cloud accepted; the instances reach ``stopped`` later. Raises ``ProviderError``."""
+        ids = list(dict.fromkeys(external_ids))
+        if ids:
+            with self._errors():
+                self._client(region).stop_instances(InstanceIds=ids)
+
+    def start(self, external_ids: list[str], *, region: str) -> None:
+        """Start these stopped instances on their kept disks (L9). Idempotent: starting a
+        running instance is accepted. Raises ``ProviderError`` (``capacity`` when the zone
+        has no room now)."""
+        ids = list(dict.fromkeys(external_ids))
+        if ids:
+            with self._errors():
+                self._client(region).start_instances(InstanceIds=ids)
+
     # -- internals --------------------------------------------------------------------
 
     def _client(self, region: str) -> Any:

@@ -171,3 +171,11 @@ class Provider(Protocol):
     def terminate(self, external_ids: list[str], *, region: str) -> None:
         """Terminate the instances; unknown or already terminated ids are ignored."""
         ...
+
+    def stop(self, external_ids: list[str], *, region: str) -> None:
+        """Stop on-demand instances, keeping their disks; stopping a stopped one is harmless."""
+        ...
+
+    def start(self, external_ids: list[str], *, region: str) -> None:
+        """Start stopped instances on the same disks; starting a running one is harmless."""
+        ...

@@ -87,13 +87,10 @@ def launch_spec(instance: Instance) -> LaunchSpec:
         TAG_RESERVATION: str(lease.pk),
         TAG_REQUESTER: lease.requester.get_username(),
     }
-    keys = "\n".join(f"      - {key.public_key.strip()}" for key in lease.requester.ssh_keys.all())
-    user_data = (
-        f"#cloud-config\nusers:\n  - default\n  - name: {instance.ssh_user or 'ubuntu'}\n"
-        f"    ssh_authorized_keys:\n{keys}\n"
-        if keys
-        else ""
-    )
+    from rental.services import agent
+
+    keys = [key.public_key.strip() for key in lease.requester.ssh_keys.all()]
+    user_data = agent.cloud_config(instance, ssh_keys=keys)
     return LaunchSpec(
         region=instance.region,
         instance_type=instance.offering.instance_type,
@@ -407,11 +404,13 @@ def mark_terminated(*, instance_id: int, at: datetime, reason: str = "") -> None
     instance = Instance.objects.select_for_update().get(pk=instance_id)
     if instance.state in (State.TERMINATED, State.FAILED):
         return
+    ended_by_portal = bool(instance.termination_reason)  # e.g. an unhealthy one replaced
     reason = instance.termination_reason or reason or TerminationReason.PROVIDER
     close_usage(instance, at=at, reason=reason)
     instance.state = State.TERMINATED
     instance.termination_reason = reason
     instance.terminated_at = at
+    instance.agent_token_hash = ""  # the agent's token dies with the instance
     instance.save()
     audit.record(
         actor=None,
@@ -423,7 +422,7 @@ def mark_terminated(*, instance_id: int, at: datetime, reason: str = "") -> None
         after={"reason": reason},
     )
     lease = Reservation.objects.select_for_update().get(pk=instance.reservation_id)
-    if lease.status in (Status.PROVISIONING, Status.ACTIVE):
+    if lease.status in (Status.PROVISIONING, Status.ACTIVE) and not ended_by_portal:
         # Ended outside the portal (L3): the lease ends with it.
         lease.status = Status.ENDING
         lease.end_reason = reason
@@ -561,7 +560,9 @@ def mark_running(instance: Instance, cloud: CloudInstance, *, now: datetime) -> 
     locked = Reservation.objects.select_for_update().get(pk=lease.pk)
     if (
         locked.status == Status.PROVISIONING
-        and not locked.instances.exclude(state=State.RUNNING).exists()
+        and not locked.instances.exclude(
+            state__in=(State.RUNNING, State.STOPPING, State.TERMINATED, State.FAILED)
+        ).exists()
     ):
         locked.status = Status.ACTIVE
         locked.status_code = ""
@@ -747,7 +748,15 @@ def _apply_cloud_state(
         changed += 1
     if found.state in (CloudState.SHUTTING_DOWN, CloudState.TERMINATED):
         at = found.state_changed_at or now
-        ended[instance.pk] = min(max(at, instance.running_at or at), now)
+        at = min(max(at, instance.running_at or at), now)
+        from rental.services import spot
+
+        reason = spot.reason_from_cloud(instance, found.state_reason)
+        if reason:  # a spot interruption (L7): rare, so handled one by one
+            mark_terminated(instance_id=instance.pk, at=at, reason=reason)
+            spot.after_sync_interruption(instance_id=instance.pk, now=now)
+        else:
+            ended[instance.pk] = at
         return changed + 1
     if found.state == CloudState.RUNNING and instance.state == State.LAUNCHING:
         mark_running(instance, found, now=now)

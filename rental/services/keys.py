@@ -1,0 +1,97 @@
+"""Engineers' SSH public keys: checked (type, length), fingerprinted, installed at launch."""
+
+import base64
+import binascii
+import struct
+
+from django.db import IntegrityError, transaction
+from django.utils.translation import gettext as _
+
+from portal import audit
+from portal.errors import InvalidInput, NotPermitted
+from rental.models import SshKey
+from rental.models.leases import SSH_KEY_TYPES
+
+MIN_RSA_BITS = 2048
+MAX_KEY_LENGTH = 16_384
+
+
+def _fields(blob: bytes) -> list[bytes]:
+    fields, offset = [], 0
+    while offset < len(blob):
+        if offset + 4 > len(blob):
+            raise ValueError("truncated")
+        (size,) = struct.unpack(">I", blob[offset : offset + 4])
+        offset += 4
+        if offset + size > len(blob):
+            raise ValueError("truncated")
+        fields.append(blob[offset : offset + size])
+        offset += size
+    return fields
+
+
+def check_public_key(value: str) -> tuple[str, int | None]:
+    """The key's type and, for RSA, its size in bits; InvalidInput with the reason for a key
+    that is not an OpenSSH public key or is too weak."""
+    text = " ".join(value.split())
+    if len(text) > MAX_KEY_LENGTH:
+        raise InvalidInput(_("That is too long for a public key."), field="public_key")
+    parts = text.split(" ")
+    if len(parts) < 2 or parts[0] not in SSH_KEY_TYPES:
+        if "PRIVATE KEY" in value:
+            raise InvalidInput(
+                _("That is a private key. Paste the public one (the .pub file)."),
+                field="public_key",
+            )
+        raise InvalidInput(
+            _("Paste an OpenSSH public key, e.g. 'ssh-ed25519 AAAA… you@host'."),
+            field="public_key",
+        )
+    try:
+        fields = _fields(base64.b64decode(parts[1], validate=True))
+    except (binascii.Error, ValueError):
+        raise InvalidInput(_("The key's base64 part is not valid."), field="public_key") from None
+    if not fields or fields[0] != parts[0].encode():
+        raise InvalidInput(_("The key's body does not match its type."), field="public_key")
+    bits = None
+    if parts[0] == "ssh-rsa":
+        if len(fields) != 3:
+            raise InvalidInput(_("The RSA key is malformed."), field="public_key")
+        bits = int.from_bytes(fields[2], "big").bit_length()
+        if bits < MIN_RSA_BITS:
+            raise InvalidInput(
+                _("RSA keys must have at least %(min)s bits; this one has %(bits)s.")
+                % {"min": MIN_RSA_BITS, "bits": bits},
+                field="public_key",
+            )
+    elif parts[0] == "ssh-ed25519" and (len(fields) != 2 or len(fields[1]) != 32):
+        raise InvalidInput(_("The Ed25519 key is malformed."), field="public_key")
+    return parts[0], bits
+
+
+@transaction.atomic
+def add_ssh_key(*, actor, name: str, public_key: str) -> SshKey:
+    name = name.strip()
+    if not name:
+        raise InvalidInput(_("Give the key a name."), field="name")
+    check_public_key(public_key)
+    normalized = " ".join(public_key.split())
+    if SshKey.objects.filter(user=actor, public_key=normalized).exists():
+        raise InvalidInput(_("You have added this key already."), field="public_key")
+    try:
+        with transaction.atomic():
+            key = SshKey.objects.create(user=actor, name=name[:60], public_key=normalized)
+    except IntegrityError:
+        raise InvalidInput(_("You already have a key with this name."), field="name") from None
+    audit.record(actor=actor, verb="ssh_key.added", obj=key, source="web", after={"name": key.name})
+    return key
+
+
+@transaction.atomic
+def delete_ssh_key(*, actor, key: SshKey) -> None:
+    if key.user_id != actor.pk:
+        raise NotPermitted(_("This is not your key."))
+    audit.record(
+        actor=actor, verb="ssh_key.deleted", obj=key, source="web", before={"name": key.name}
+    )
+    key.delete()

@@ -1,0 +1,56 @@
+"""Raw samples are rolled up hourly and deleted past the retention window."""
+
+from datetime import UTC, datetime, timedelta
+
+from rental.models import UtilizationRollup, UtilizationSample
+from rental.services import samples
+from tests.agent.conftest import running_lease
+
+NOW = datetime(2026, 4, 20, 12, 5, tzinfo=UTC)
+
+
+def test_it_rolls_up_an_hour_per_gpu():
+    rolled = samples.rollup(
+        [([0.0, 80.0], [1000.0, 3000.0]), ([4.0, 100.0], [2000.0, 3000.0]), ([], [])],
+        threshold=5,
+    )
+    assert rolled == {
+        "samples": 3,
+        "idle_samples": 0,
+        "gpu_utilization_mean": [2.0, 90.0],
+        "gpu_utilization_max": [4.0, 100.0],
+        "memory_used_mb_mean": [1500.0, 3000.0],
+    }
+    assert samples.rollup([([1.0], [0.0]), ([6.0], [0.0])], threshold=5)["idle_samples"] == 1
+
+
+def test_it_keeps_rollups_and_drops_raw_samples_past_retention(f0, settings):
+    settings.PORTAL_SAMPLE_RETENTION_DAYS = 14
+    run = running_lease(f0, since=NOW - timedelta(days=20))
+    old = NOW.replace(minute=0) - timedelta(days=15)
+    recent = NOW.replace(minute=0) - timedelta(hours=1)
+    UtilizationSample.objects.bulk_create(
+        UtilizationSample(
+            instance=run.instance,
+            at=base + timedelta(minutes=m),
+            gpu_utilization=[float(m)],
+            memory_used_mb=[100.0],
+        )
+        for base in (old, recent)
+        for m in range(60)
+    )
+
+    assert samples.roll_up_hours(now=old + timedelta(hours=1, minutes=1), hours=1) == 1
+    assert samples.roll_up_hours(now=NOW) == 1
+    assert samples.roll_up_hours(now=NOW) == 1  # rewriting, not duplicating
+    deleted = samples.purge_samples(now=NOW)
+
+    assert deleted == 60
+    assert UtilizationSample.objects.filter(at__lt=recent).count() == 0
+    assert UtilizationSample.objects.count() == 60
+    hours = list(UtilizationRollup.objects.order_by("hour"))
+    assert [h.hour for h in hours] == [old, recent]
+    assert hours[1].samples == 60
+    assert hours[1].gpu_utilization_mean == [29.5]
+    assert hours[1].gpu_utilization_max == [59.0]
+    assert hours[1].idle_samples == 5
