@@ -264,6 +264,9 @@ class Instance(models.Model):
     rate_per_hour = models.DecimalField(
         _("rate per instance-hour"), max_digits=12, decimal_places=6
     )
+    # When this instance's launch began: the lease's start, or the replacement or resume
+    # of its instance. The provisioning timeout (L2) counts from here.
+    provisioning_since = models.DateTimeField(_("provisioning since"), null=True, blank=True)
     claimed_at = models.DateTimeField(_("launch claimed at"), null=True, blank=True)
     launch_attempts = models.PositiveSmallIntegerField(_("launch attempts"), default=0)
     last_error = models.CharField(_("last error"), max_length=500, blank=True)

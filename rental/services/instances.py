@@ -191,7 +191,7 @@ def _next_try(
         places=places,
         attempts=attempts,
         policy=launching.launch_policy(),
-        started_at=instance.reservation.start,
+        started_at=instance.provisioning_since or instance.reservation.start,
         now=now,
         jitter=random.random(),
     )
@@ -640,14 +640,19 @@ def sync_instances(*, now: datetime | None = None) -> int:
 
 
 def _time_out_launches(now: datetime) -> int:
-    """L2: a launch whose lease has been provisioning longer than the provisioning timeout
-    fails, and what it created is terminated."""
+    """L2: a launch that has been provisioning longer than the provisioning timeout (from
+    the lease's start, or from the replacement or resume that began it) fails, and what it
+    created is terminated."""
     timeout = settings.PORTAL_PROVISIONING_TIMEOUT_SECONDS
-    overdue = Instance.objects.filter(
-        state=State.LAUNCHING,
-        reservation__status=Status.PROVISIONING,
-        reservation__start__lt=now - timedelta(seconds=timeout),
-    ).values_list("pk", flat=True)
+    cut = now - timedelta(seconds=timeout)
+    overdue = (
+        Instance.objects.filter(state=State.LAUNCHING, reservation__status=Status.PROVISIONING)
+        .filter(
+            Q(provisioning_since__lt=cut)
+            | Q(provisioning_since__isnull=True, reservation__start__lt=cut)
+        )
+        .values_list("pk", flat=True)
+    )
     message = _(
         "Not running %(minutes)s minutes after the launch began (the provisioning timeout); "
         "what was started is terminated. Try again, or another GPU model or region."

@@ -145,7 +145,8 @@ def failure_message(
     lease = instance.reservation
     if decision.reason == "permanent":
         return _("The cloud refused the launch: %(message)s") % {"message": last_message}
-    figures = failure_summary(attempts=attempts, started_at=lease.start, now=now)
+    started_at = instance.provisioning_since or lease.start
+    figures = failure_summary(attempts=attempts, started_at=started_at, now=now)
     figures["model"] = lease.gpu_model.name
     if figures["kind"] == "quota":
         tried = _(

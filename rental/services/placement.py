@@ -40,6 +40,7 @@ def create_instances(reservation: Reservation) -> list[Instance]:
             gpu_count=offering.gpus_per_instance,
             rate_per_hour=rate * offering.gpus_per_instance,
             ssh_user=reservation.image.ssh_user if reservation.image else "",
+            provisioning_since=reservation.start,
         )
         for _index in range(reservation.instance_count)
     ]

@@ -39,6 +39,7 @@ def replace_instance(*, actor, instance: Instance, now: datetime | None = None) 
         gpu_count=old.gpu_count,
         rate_per_hour=old.rate_per_hour,
         ssh_user=old.ssh_user,
+        provisioning_since=now,
     )
     lease.status = Reservation.Status.PROVISIONING
     lease.status_message = _("Replacing an unhealthy instance: %(reason)s") % {

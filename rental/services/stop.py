@@ -106,8 +106,9 @@ def resume_lease(*, actor, reservation: Reservation, now: datetime | None = None
     for instance in instances:
         instance.state = State.LAUNCHING
         instance.claimed_at = now
+        instance.provisioning_since = now
         instance.stopped_at = None
-        instance.save(update_fields=["state", "claimed_at", "stopped_at"])
+        instance.save(update_fields=["state", "claimed_at", "provisioning_since", "stopped_at"])
     audit.record(
         actor=actor,
         verb="lease.resumed",

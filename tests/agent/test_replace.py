@@ -87,3 +87,22 @@ def test_it_offers_the_button_on_the_lease_page(client, f0c, t0):
     response = client.post(reverse("rental:replace_instance", args=[lease.pk, old.pk]), follow=True)
     assert "A new instance is starting" in response.content.decode()
     assert Instance.objects.filter(reservation=lease).count() == 2
+
+
+def test_it_times_the_replacement_from_the_replacement_not_the_lease(f0c, t0, settings):
+    """The provisioning timeout (L2) counts from when the replacement began: a lease that
+    started long ago still gives its new instance the whole timeout."""
+    lease, old = active_lease(f0c, t0)
+    Instance.objects.filter(pk=old.pk).update(health="unhealthy", health_message="slow card")
+    at = t0 + timedelta(seconds=settings.PORTAL_PROVISIONING_TIMEOUT_SECONDS * 2)
+    new = replace_instance(actor=f0c.alice, instance=old, now=at)
+    Instance.objects.filter(pk=new.pk).update(state=Instance.State.LAUNCHING, claimed_at=at)
+
+    services.sync_instances(now=at + timedelta(seconds=30))
+    lease.refresh_from_db()
+    assert lease.status == Reservation.Status.PROVISIONING
+
+    timeout = timedelta(seconds=settings.PORTAL_PROVISIONING_TIMEOUT_SECONDS + 1)
+    services.sync_instances(now=at + timeout)
+    new.refresh_from_db()
+    assert new.state == Instance.State.FAILED
