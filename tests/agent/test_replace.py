@@ -89,20 +89,22 @@ def test_it_offers_the_button_on_the_lease_page(client, f0c, t0):
     assert Instance.objects.filter(reservation=lease).count() == 2
 
 
-def test_it_times_the_replacement_from_the_replacement_not_the_lease(f0c, t0, settings):
-    """The provisioning timeout (L2) counts from when the replacement began: a lease that
-    started long ago still gives its new instance the whole timeout."""
+def test_it_times_the_replacement_from_the_replacement_not_the_lease(f0c, t0, cloud, settings):
+    """The launch's clock (L2: retries, then the provisioning timeout) starts when the
+    replacement began: a lease that started long ago still gives its new instance the
+    whole timeout before it fails."""
     lease, old = active_lease(f0c, t0)
     Instance.objects.filter(pk=old.pk).update(health="unhealthy", health_message="slow card")
-    at = t0 + timedelta(seconds=settings.PORTAL_PROVISIONING_TIMEOUT_SECONDS * 2)
+    timeout = timedelta(seconds=settings.PORTAL_PROVISIONING_TIMEOUT_SECONDS)
+    at = t0 + 2 * timeout
     new = replace_instance(actor=f0c.alice, instance=old, now=at)
-    Instance.objects.filter(pk=new.pk).update(state=Instance.State.LAUNCHING, claimed_at=at)
+    cloud.inject("RunInstances", "InsufficientInstanceCapacity", times=100)
 
-    services.sync_instances(now=at + timedelta(seconds=30))
-    lease.refresh_from_db()
-    assert lease.status == Reservation.Status.PROVISIONING
+    with pytest.raises(services.LaunchRetry):
+        services.provision_instance(instance_id=new.pk, now=at + timedelta(seconds=30))
+    new.refresh_from_db()
+    assert new.state == Instance.State.REQUESTED  # tried again later, not given up
 
-    timeout = timedelta(seconds=settings.PORTAL_PROVISIONING_TIMEOUT_SECONDS + 1)
-    services.sync_instances(now=at + timeout)
+    services.provision_instance(instance_id=new.pk, now=at + timeout + timedelta(seconds=1))
     new.refresh_from_db()
     assert new.state == Instance.State.FAILED
