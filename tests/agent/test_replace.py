@@ -93,7 +93,7 @@ def test_it_times_the_replacement_from_the_replacement_not_the_lease(f0c, t0, cl
     """The launch's clock (L2: retries, then the provisioning timeout) starts when the
     replacement began: a lease that started long ago still gives its new instance the
     whole timeout before it fails."""
-    lease, old = active_lease(f0c, t0)
+    _lease, old = active_lease(f0c, t0)
     Instance.objects.filter(pk=old.pk).update(health="unhealthy", health_message="slow card")
     timeout = timedelta(seconds=settings.PORTAL_PROVISIONING_TIMEOUT_SECONDS)
     at = t0 + 2 * timeout
