@@ -52,7 +52,7 @@ def warn_ending_leases(*, now: datetime | None = None) -> int:
                     "and billing stops; save your work, or extend the lease."
                 )
                 % {"id": lease.pk, "end": f"{lease.end:%Y-%m-%d %H:%M:%S}"},
-                link=f"{lease.get_absolute_url()}#extend",
+                link=f"{lease.get_absolute_url()}#extend-form",
             )
             audit.record(
                 actor=None,

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from rental.models import Instance, Reservation, UsageRecord
 from rental.providers.base import CloudInstance, CloudState
-from rental.services.instances import apply_sync
+from rental.services.instances import SyncRow, apply_sync
 from tests.agent.conftest import running_lease
 
 
@@ -39,7 +39,7 @@ def test_it_marks_a_spot_interruption_preempted_and_asks_again(f0):
     at = now - timedelta(seconds=20)
 
     apply_sync(
-        linked_before={run.instance.pk: run.instance.external_id},
+        rows=[SyncRow(run.instance.pk, run.instance.external_id)],
         cloud=[cloud_view(run.instance, state_reason=SPOT_REASON, at=at)],
         now=now,
     )
@@ -58,13 +58,13 @@ def test_it_leaves_other_terminations_to_the_provider_reason(f0):
     run = running_lease(f0, market="spot")
     now = timezone.now().replace(microsecond=0)
     view = cloud_view(run.instance, state_reason="Client.UserInitiatedShutdown", at=now)
-    apply_sync(linked_before={run.instance.pk: run.instance.external_id}, cloud=[view], now=now)
+    apply_sync(rows=[SyncRow(run.instance.pk, run.instance.external_id)], cloud=[view], now=now)
     assert Instance.objects.get(pk=run.instance.pk).termination_reason == "provider"
     assert Reservation.objects.count() == 1
 
     other = running_lease(f0, market="on_demand")
     on_demand = cloud_view(other.instance, state_reason=SPOT_REASON, at=now)
     apply_sync(
-        linked_before={other.instance.pk: other.instance.external_id}, cloud=[on_demand], now=now
+        rows=[SyncRow(other.instance.pk, other.instance.external_id)], cloud=[on_demand], now=now
     )
     assert Instance.objects.get(pk=other.instance.pk).termination_reason == "provider"

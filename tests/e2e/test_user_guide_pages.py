@@ -22,6 +22,11 @@ def choose_a10g(page) -> None:
     page.locator("#estimate-total").filter(has_text="$").wait_for()
 
 
+def open_a_busy_pool(page) -> None:
+    page.locator('a[href^="/pools/"]:not([href="/pools/"])').first.click()
+    page.wait_for_url("**/pools/*/")
+
+
 # (login, page, a text the page must show, screenshot name[, what to do first])
 PAGES = [
     ("erik", "/", "Leases", "engineer-dashboard"),
@@ -29,6 +34,9 @@ PAGES = [
     ("erik", "/leases/", "Leases", "engineer-leases"),
     ("maria", "/approvals/", "Approvals", "manager-approvals"),
     ("maria", "/projects/vision/", "Quota", "manager-project"),
+    ("maria", "/billing/projects/vision/reports/", "Idle", "manager-reports"),
+    ("erik", "/pools/", "Pools", "engineer-pools", open_a_busy_pool),
+    ("fiona", "/billing/finance/", "Statements for", "finance-overview"),
     ("fiona", "/billing/projects/vision/statement/", "Statement", "finance-statement"),
     ("admin", "/admin/rental/provideraccount/", "Demo cloud", "admin-provider-accounts"),
     ("admin", "/audit/", "Audit", "admin-audit-log"),

@@ -51,11 +51,11 @@ def test_it_warns_fifteen_minutes_before_the_end_in_the_portal_and_by_mail(
 
     [(subject, link)] = warnings_of(f0c.alice)
     assert subject == f"Ends in 15 minutes: {running}"
-    assert link == f"/leases/{running.pk}/#extend"
+    assert link == f"/leases/{running.pk}/#extend-form"
     [message] = mail.outbox
     assert message.to == ["alice@example.com"]
     assert f"ends at {end:%Y-%m-%d %H:%M:%S} UTC" in message.body
-    assert f"http://localhost:8000/leases/{running.pk}/#extend" in message.body
+    assert f"http://localhost:8000/leases/{running.pk}/#extend-form" in message.body
 
     assert lease_end.warn_ending_leases(now=end - timedelta(minutes=5)) == 0  # once
 
