@@ -11,12 +11,12 @@ from rental.services.instances import (
     LaunchRetry,
     fail_instance,
     provision_instance,
-    sync_instances,
     terminate_instance,
 )
 from rental.services.queue import admit_queued, promote
 from rental.services.quotas import check_quota, set_quota
 from rental.services.reclaim import process_due
+from rental.services.sync import sync_instances
 
 __all__ = [
     "LaunchRetry",

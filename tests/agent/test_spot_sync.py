@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from rental.models import Instance, Reservation, UsageRecord
 from rental.providers.base import CloudInstance, CloudState
-from rental.services.instances import SyncRow, apply_sync
+from rental.services.sync import SyncRow, apply_sync
 from tests.agent.conftest import running_lease
 
 

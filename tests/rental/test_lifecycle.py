@@ -15,7 +15,8 @@ from rental.providers.base import (
     TAG_RESERVATION,
     CloudState,
 )
-from rental.services.instances import SyncRow, _claim_launch, launch_spec, provider_for
+from rental.services.instances import _claim_launch, launch_spec, provider_for
+from rental.services.sync import SyncRow
 from tests import factories
 
 Status = Reservation.Status
@@ -208,7 +209,7 @@ def test_it_keeps_a_launch_recorded_while_the_sync_was_describing(f0c, t0, cloud
     snapshot = cloud_instances(f0c)  # ... and describes: nothing launched yet
     services.provision_instance(instance_id=instance.pk, now=t0)  # the launch lands meanwhile
 
-    services.instances.apply_sync(rows=rows, cloud=snapshot, now=t0 + timedelta(seconds=1))
+    services.sync.apply_sync(rows=rows, cloud=snapshot, now=t0 + timedelta(seconds=1))
 
     instance.refresh_from_db()
     assert instance.state == State.LAUNCHING
