@@ -1,24 +1,22 @@
 """State changes of the money side: closing a period, sign-off and disputes, corrections,
 budgets and their alerts. One transaction each, an audit event each, mail on commit."""
 
-from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.conf import settings
 from django.core.mail import send_mass_mail
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from billing.apportion import Line
-from billing.models import Budget, BudgetAlert, LineDispute, Statement, StatementLine
+from billing.models import LineDispute, Statement, StatementLine
 from billing.money import CENT, RATE_PLACES
-from billing.periods import period_end, period_start, whole_seconds
-from billing.selectors import manual_lines, month_to_date
+from billing.periods import period_end, period_start
+from billing.selectors import manual_lines
 from billing.statements import compute_period
 from portal import access, audit, notifications
 from portal.errors import InvalidInput, InvalidTransition, NotPermitted
@@ -323,7 +321,7 @@ def _open_statement(project: Project, now: datetime) -> Statement:
     return statement
 
 
-def _amount(value: Any, *, field: str = "amount") -> Decimal:
+def parse_amount(value: Any, *, field: str = "amount") -> Decimal:
     try:
         amount = Decimal(str(value).strip())
     except (InvalidOperation, ValueError):
@@ -350,7 +348,7 @@ def add_correction(
     _require_admin(actor)
     if kind not in ("adjustment", "credit"):
         raise InvalidInput(_("A correction is an adjustment or a credit."), field="kind")
-    value = _amount(amount)
+    value = parse_amount(amount)
     if kind == "credit":
         if value <= 0:
             raise InvalidInput(_("A credit is a positive amount given back."), field="amount")
@@ -468,185 +466,3 @@ def _finance_users() -> list:
 
 
 # Budgets (BU1–BU3).
-
-
-@dataclass(frozen=True)
-class BudgetStanding:
-    """A project's spend against its budget this period."""
-
-    budget: Decimal
-    actual: Decimal
-    forecast: Decimal | None  # None before 24 h of the period (BU2)
-    elapsed_seconds: int
-    period_seconds: int
-
-    @property
-    def capped(self) -> bool:
-        return self.actual >= self.budget
-
-    @property
-    def percent(self) -> Decimal:
-        if not self.budget:
-            return Decimal("0")
-        return (self.actual * 100 / self.budget).quantize(Decimal("0.1"))
-
-
-FORECAST_AFTER = timedelta(hours=24)
-
-
-def standing(*, budget: Decimal, actual: Decimal, now: datetime) -> BudgetStanding:
-    """BU2: actual is accrued to now; forecast = accrued × period length / elapsed, only
-    once 24 h of the period have passed."""
-    start = period_start(now)
-    elapsed = whole_seconds(now - start)
-    length = whole_seconds(period_end(start) - start)
-    forecast = None
-    if now - start >= FORECAST_AFTER and elapsed:
-        forecast = (actual * length / elapsed).quantize(Decimal("0.01"))
-    return BudgetStanding(
-        budget=budget,
-        actual=actual,
-        forecast=forecast,
-        elapsed_seconds=elapsed,
-        period_seconds=length,
-    )
-
-
-def crossed_thresholds(
-    thresholds: Iterable[dict], standing_: BudgetStanding
-) -> list[tuple[int, str, Decimal]]:
-    """BU1: the thresholds whose value is strictly greater than budget × percent."""
-    fired = []
-    for threshold in thresholds:
-        percent, kind = int(threshold["percent"]), threshold["kind"]
-        value = standing_.actual if kind == "actual" else standing_.forecast
-        if value is None:
-            continue
-        if value * 100 > standing_.budget * percent:
-            fired.append((percent, kind, value))
-    return fired
-
-
-def evaluate_budgets(*, now: datetime | None = None) -> list[BudgetAlert]:
-    """The hourly task's work: fire each crossed threshold once per period (BU1) and, for a
-    budget at its cap with policy ``stop_burst``, end its running burst leases (BU3)."""
-    now = now or timezone.now()
-    budgets = list(Budget.objects.select_related("project").filter(project__is_active=True))
-    if not budgets:
-        return []
-    spend = month_to_date(project_ids=[b.project_id for b in budgets], now=now)
-    period = period_start(now).date()
-    fired: list[BudgetAlert] = []
-    for budget in budgets:
-        current = standing(
-            budget=budget.monthly_amount,
-            actual=spend.get(budget.project_id, Decimal("0.00")),
-            now=now,
-        )
-        for percent, kind, value in crossed_thresholds(budget.thresholds, current):
-            alert = _fire(budget, period=period, percent=percent, kind=kind, value=value, now=now)
-            if alert is not None:
-                fired.append(alert)
-        if current.capped and budget.cap_policy == Budget.CapPolicy.STOP_BURST:
-            _stop_burst(budget, now=now)
-    return fired
-
-
-def _fire(
-    budget: Budget, *, period: date, percent: int, kind: str, value: Decimal, now: datetime
-) -> BudgetAlert | None:
-    try:
-        with transaction.atomic():
-            alert = BudgetAlert.objects.create(
-                budget=budget, period=period, percent=percent, kind=kind, value=value, fired_at=now
-            )
-            audit.record(
-                actor=None,
-                verb="budget.alert",
-                obj=alert,
-                project=budget.project,
-                source="worker",
-                after={"percent": percent, "kind": kind, "value": value},
-                at=now,
-            )
-            notifications.notify(
-                [*notifications.managers_of(budget.project)],
-                subject=_("%(project)s: %(kind)s spend passed %(percent)s%% of its budget")
-                % {"project": budget.project.name, "kind": kind, "percent": percent},
-                body=_("%(value)s of %(budget)s")
-                % {"value": value, "budget": budget.monthly_amount},
-                link=reverse("rental:project", args=[budget.project.slug]),
-            )
-    except IntegrityError:
-        return None  # fired already this period (the unique constraint says so)
-    return alert
-
-
-def _stop_burst(budget: Budget, *, now: datetime) -> None:
-    """BU3 with policy ``stop_burst``: the project's running burst and spot leases end
-    (as if its manager ended them: the project's own policy, so the B1 minimum holds)."""
-    from rental.models import Reservation, TerminationReason, Tier
-    from rental.services import end_reservation
-
-    for lease in Reservation.objects.filter(
-        project=budget.project,
-        status__in=(Reservation.Status.PROVISIONING, Reservation.Status.ACTIVE),
-        tier__in=(Tier.BURST, Tier.SPOT),
-    ):
-        with transaction.atomic():
-            end_reservation(
-                actor=None,
-                reservation=lease,
-                reason=TerminationReason.USER,
-                now=now,
-                source="worker",
-            )
-
-
-@transaction.atomic
-def set_budget(
-    *,
-    project: Project,
-    actor: Any,
-    monthly_amount: Any,
-    thresholds: list[dict],
-    cap_policy: str = Budget.CapPolicy.REFUSE_NEW,
-) -> Budget:
-    """A manager sets the project's monthly budget and its thresholds."""
-    if not access.can_manage(actor, project):
-        raise NotPermitted(_("Only the project's manager sets its budget."))
-    amount = _amount(monthly_amount, field="monthly_amount")
-    if amount < 0:
-        raise InvalidInput(_("A budget is not negative."), field="monthly_amount")
-    if cap_policy not in Budget.CapPolicy.values:
-        raise InvalidInput(_("Choose a cap policy."), field="cap_policy")
-    from billing.admin import BudgetForm
-
-    form = BudgetForm()
-    form.cleaned_data = {"thresholds": thresholds}
-    try:
-        cleaned = form.clean_thresholds()
-    except Exception as invalid:  # a ValidationError with the message a person reads
-        raise InvalidInput(
-            " ".join(getattr(invalid, "messages", [str(invalid)])), field="thresholds"
-        ) from None
-    budget = Budget.objects.select_for_update().filter(project=project).first()
-    before = (
-        {"monthly_amount": budget.monthly_amount, "thresholds": budget.thresholds} if budget else {}
-    )
-    if budget is None:
-        budget = Budget(project=project)
-    budget.monthly_amount = amount
-    budget.thresholds = cleaned
-    budget.cap_policy = cap_policy
-    budget.save()
-    audit.record(
-        actor=actor,
-        verb="budget.set",
-        obj=budget,
-        project=project,
-        source=SOURCE,
-        before=before,
-        after={"monthly_amount": amount, "thresholds": cleaned, "cap_policy": cap_policy},
-    )
-    return budget

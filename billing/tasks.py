@@ -2,12 +2,12 @@
 
 from celery import shared_task
 
-from billing import services
+from billing import budgets, services
 
 
 @shared_task(acks_late=True, ignore_result=True)
 def evaluate_budgets_task() -> None:
-    services.evaluate_budgets()
+    budgets.evaluate_budgets()
 
 
 @shared_task(acks_late=True, ignore_result=True)

@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from billing import exports, services
+from billing import budgets, exports, services
 from billing.models import Budget, LineDispute, Statement, StatementLine
 from billing.selectors import (
     StatementView,
@@ -263,7 +263,7 @@ def budget_set(request: HttpRequest, slug: str) -> HttpResponse:
         if percent.strip():
             thresholds.append({"percent": percent.strip(), "kind": kind.strip() or "actual"})
     try:
-        services.set_budget(
+        budgets.set_budget(
             project=project,
             actor=request.user,
             monthly_amount=request.POST.get("monthly_amount", ""),
@@ -389,7 +389,7 @@ def statement_partial(request: HttpRequest, slug: str) -> HttpResponse:
     budget = Budget.objects.filter(project=project).first()
     chart = None
     if budget is not None:
-        current = services.standing(budget=budget.monthly_amount, actual=view.total, now=now)
+        current = budgets.standing(budget=budget.monthly_amount, actual=view.total, now=now)
         chart = budget_chart(current)
     return render(
         request,
@@ -404,7 +404,7 @@ def statement_partial(request: HttpRequest, slug: str) -> HttpResponse:
     )
 
 
-def budget_chart(current: services.BudgetStanding) -> dict[str, Any]:
+def budget_chart(current: budgets.BudgetStanding) -> dict[str, Any]:
     """Spend against budget as an SVG bar chart's geometry: actual, forecast and budget on
     one scale (the largest of the three), in whole SVG units."""
     scale = max(current.budget, current.actual, current.forecast or Decimal(0), Decimal(1))

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from rental import agent_views, views
+from rental import agent_views, capacity_views, views
 
 app_name = "rental"
 urlpatterns = [
@@ -11,12 +11,22 @@ urlpatterns = [
     path("leases/<int:pk>/", views.lease_detail, name="lease"),
     path("leases/<int:pk>/_status/", views.lease_status_partial, name="lease_status_partial"),
     path("leases/<int:pk>/end/", views.lease_end, name="lease_end"),
-    path("leases/<int:pk>/extend/", views.lease_extend, name="lease_extend"),
-    path("leases/<int:pk>/extension/", views.lease_extension_decide, name="lease_extension_decide"),
-    path("leases/<int:pk>/watch/", views.lease_watch, name="lease_watch"),
-    path("projects/<slug:slug>/quota-requests/", views.quota_request_new, name="quota_request_new"),
+    path("leases/<int:pk>/extend/", capacity_views.lease_extend, name="lease_extend"),
     path(
-        "quota-requests/<int:pk>/decide/", views.quota_request_decide, name="quota_request_decide"
+        "leases/<int:pk>/extension/",
+        capacity_views.lease_extension_decide,
+        name="lease_extension_decide",
+    ),
+    path("leases/<int:pk>/watch/", capacity_views.lease_watch, name="lease_watch"),
+    path(
+        "projects/<slug:slug>/quota-requests/",
+        capacity_views.quota_request_new,
+        name="quota_request_new",
+    ),
+    path(
+        "quota-requests/<int:pk>/decide/",
+        capacity_views.quota_request_decide,
+        name="quota_request_decide",
     ),
     path(
         "leases/<int:pk>/instances/<int:instance_pk>/still-using/",
@@ -39,8 +49,8 @@ urlpatterns = [
     path("approvals/<int:pk>/reject/", views.lease_reject, name="lease_reject"),
     path("projects/", views.project_list, name="projects"),
     path("projects/<slug:slug>/", views.project_detail, name="project"),
-    path("pools/", views.pool_list, name="pools"),
-    path("pools/<int:pk>/", views.pool_detail, name="pool"),
+    path("pools/", capacity_views.pool_list, name="pools"),
+    path("pools/<int:pk>/", capacity_views.pool_detail, name="pool"),
     path("panels/leases/", views.panel_leases, name="panel_leases"),
     path("panels/approvals/", views.panel_approvals, name="panel_approvals"),
 ]

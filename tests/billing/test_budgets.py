@@ -5,7 +5,7 @@ from decimal import Decimal
 
 import pytest
 
-from billing import services
+from billing import budgets
 from billing.admission import budget_cap
 from billing.models import Budget, BudgetAlert
 from portal.errors import NotPermitted
@@ -52,7 +52,7 @@ def gamma_running(f0):
 def test_scenario_14_each_threshold_fires_once_when_strictly_greater(f0, gamma_running):
     moment = APRIL + timedelta(hours=1)
     while moment <= at(2026, 4, 10):
-        services.evaluate_budgets(now=moment)
+        budgets.evaluate_budgets(now=moment)
         moment += timedelta(hours=1)
     fired = {
         (alert.percent, alert.kind): (alert.fired_at, alert.value)
@@ -69,25 +69,25 @@ def test_scenario_14_each_threshold_fires_once_when_strictly_greater(f0, gamma_r
 
 
 def test_exactly_the_threshold_does_not_fire(f0, gamma_running):
-    services.evaluate_budgets(now=at(2026, 4, 5, 4))  # exactly $500
+    budgets.evaluate_budgets(now=at(2026, 4, 5, 4))  # exactly $500
     assert not BudgetAlert.objects.filter(percent=50).exists()
-    services.evaluate_budgets(now=at(2026, 4, 5, 5))
+    budgets.evaluate_budgets(now=at(2026, 4, 5, 5))
     assert BudgetAlert.objects.filter(percent=50).count() == 1
 
 
 def test_forecast_waits_for_24_hours(f0, gamma_running):
-    services.evaluate_budgets(now=at(2026, 4, 1, 23, 59, 59))
+    budgets.evaluate_budgets(now=at(2026, 4, 1, 23, 59, 59))
     assert not BudgetAlert.objects.filter(kind="forecast").exists()
-    services.evaluate_budgets(now=at(2026, 4, 2))
+    budgets.evaluate_budgets(now=at(2026, 4, 2))
     assert BudgetAlert.objects.filter(kind="forecast").count() == 1
 
 
 def test_a_threshold_fires_again_in_the_next_period(f0, gamma_running):
-    services.evaluate_budgets(now=at(2026, 4, 30, 23))
-    services.evaluate_budgets(now=at(2026, 4, 30, 23, 30))
+    budgets.evaluate_budgets(now=at(2026, 4, 30, 23))
+    budgets.evaluate_budgets(now=at(2026, 4, 30, 23, 30))
     assert BudgetAlert.objects.filter(percent=50).count() == 1
     # May: 101 h → $505 again.
-    services.evaluate_budgets(now=at(2026, 5, 5, 5))
+    budgets.evaluate_budgets(now=at(2026, 5, 5, 5))
     assert BudgetAlert.objects.filter(percent=50).count() == 2
 
 
@@ -104,17 +104,17 @@ def test_the_cap_refuses_new_burst_spot_and_reservations_at_100_percent(f0, gamm
     # Another project is not capped by gamma's budget.
     assert check(f0.alpha, now=capped) is None
     # The running lease continues under the default policy.
-    services.evaluate_budgets(now=capped)
+    budgets.evaluate_budgets(now=capped)
     gamma_running.refresh_from_db()
     assert gamma_running.status == "active"
 
 
 def test_policy_stop_burst_ends_running_burst_leases_at_the_cap(f0, gamma_running):
     Budget.objects.filter(project=f0.gamma).update(cap_policy=Budget.CapPolicy.STOP_BURST)
-    services.evaluate_budgets(now=at(2026, 4, 9, 7))
+    budgets.evaluate_budgets(now=at(2026, 4, 9, 7))
     gamma_running.refresh_from_db()
     assert gamma_running.status == "active"
-    services.evaluate_budgets(now=at(2026, 4, 9, 8))
+    budgets.evaluate_budgets(now=at(2026, 4, 9, 8))
     gamma_running.refresh_from_db()
     assert gamma_running.status in (Reservation.Status.ENDING, Reservation.Status.ENDED)
 
@@ -128,7 +128,7 @@ def test_the_setting_registers_the_check(settings):
 
 
 def test_a_manager_sets_the_budget_and_an_engineer_cannot(f0):
-    budget = services.set_budget(
+    budget = budgets.set_budget(
         project=f0.alpha,
         actor=f0.alpha_manager,
         monthly_amount="2500.00",
@@ -137,4 +137,4 @@ def test_a_manager_sets_the_budget_and_an_engineer_cannot(f0):
     assert budget.monthly_amount == Decimal("2500.00")
     assert AuditEvent.objects.filter(verb="budget.set", project=f0.alpha).exists()
     with pytest.raises(NotPermitted):
-        services.set_budget(project=f0.alpha, actor=f0.alice, monthly_amount="1.00", thresholds=[])
+        budgets.set_budget(project=f0.alpha, actor=f0.alice, monthly_amount="1.00", thresholds=[])
