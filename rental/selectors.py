@@ -300,6 +300,21 @@ def pool_overview(pool: Pool) -> PoolOverview:
     )
 
 
+# What billing reads of each usage run (billed seconds are computed from these).
+USAGE_ROW_FIELDS = (
+    "id",
+    "project_id",
+    "gpu_model_id",
+    "tier",
+    "market",
+    "rate",
+    "gpu_count",
+    "start",
+    "end",
+    "end_reason",
+)
+
+
 def usage_rows_for_period(
     *, start: datetime, end: datetime, project_ids: Iterable[int] | None = None
 ):
@@ -313,16 +328,7 @@ def usage_rows_for_period(
         usage_for_period(start=start, end=end, project_ids=project_ids)
         .select_related(None)
         .values_list(
-            "id",
-            "project_id",
-            "gpu_model_id",
-            "tier",
-            "market",
-            "rate",
-            "gpu_count",
-            "start",
-            "end",
-            "end_reason",
+            *USAGE_ROW_FIELDS,
             "instance_id",
             "instance__reservation_id",
             "instance__reservation__requester_id",
@@ -423,19 +429,7 @@ def lease_usage_rows(reservation_id: int):
     return (
         UsageRecord.objects.filter(instance__reservation_id=reservation_id)
         .order_by("start", "id")
-        .values_list(
-            "id",
-            "project_id",
-            "gpu_model_id",
-            "tier",
-            "market",
-            "rate",
-            "gpu_count",
-            "start",
-            "end",
-            "end_reason",
-            named=True,
-        )
+        .values_list(*USAGE_ROW_FIELDS, named=True)
     )
 
 
