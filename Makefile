@@ -4,7 +4,7 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test lint clean
+.PHONY: run test lint schema clean
 
 # Any Python 3.11 or newer on the PATH (tools/find-python); PYTHON=... picks another.
 $(PY):
@@ -31,6 +31,10 @@ test: $(VENV)/.installed-test
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# The published API contract; a test fails when it is out of date with the code.
+schema: $(VENV)/.installed-test
+	$(PY) manage.py spectacular --validate --fail-on-warn --file docs/api/openapi.yaml
 
 # The demo's state (database, broker, generated secrets) and caches; keeps the venv.
 clean:

@@ -86,6 +86,16 @@ def can_manage(user: User, project: Project | int) -> bool:
     return is_admin(user) or role_in(user, project) == Membership.Role.MANAGER
 
 
+def can_act_on_lease(user: User, lease: Any) -> bool:
+    """End, extend, stop, resume, cancel or save as image: who may act on a lease."""
+    return can_request_for(user, lease.project_id) or can_manage(user, lease.project_id)
+
+
+def can_see_connection(user: User, lease: Any) -> bool:
+    """Instance addresses, SSH and Jupyter details: who may connect to a lease."""
+    return can_view_project(user, lease.project_id)
+
+
 def scope(queryset: QuerySet[M], user: User, *, project_field: str = "project") -> QuerySet[M]:
     """Restrict any project-owned queryset to what the user may see."""
     if sees_everything(user):

@@ -12,25 +12,38 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.utils.translation import gettext_lazy as _
-from rest_framework.response import Response
-from rest_framework.views import exception_handler
 
 
 class DomainError(Exception):
     status = 409
     default_code = "refused"
 
-    def __init__(self, message: str, *, code: str = "", field: str = "") -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str = "",
+        field: str = "",
+        figures: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = str(message)
         self.code = code or self.default_code
         self.field = field
+        # The numbers behind a refusal (asked, free, ceiling …), for programs to act on.
+        self.figures = dict(figures or {})
 
-    def as_dict(self) -> dict[str, str]:
-        data = {"code": self.code, "detail": self.message}
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"code": self.code, "detail": self.message}
         if self.field:
             data["field"] = self.field
+        if self.figures:
+            data["figures"] = {key: _plain(value) for key, value in self.figures.items()}
         return data
+
+
+def _plain(value: Any) -> Any:
+    return value if isinstance(value, int | float | bool | str | type(None)) else str(value)
 
 
 class InvalidInput(DomainError):
@@ -51,14 +64,6 @@ class InvalidTransition(DomainError):
 class NotPermitted(DomainError):
     status = 403
     default_code = "not_permitted"
-
-
-def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    if isinstance(exc, DomainError):
-        if isinstance(exc, InvalidInput) and exc.field:
-            return Response({exc.field: [exc.message], "code": exc.code}, status=exc.status)
-        return Response(exc.as_dict(), status=exc.status)
-    return exception_handler(exc, context)
 
 
 class DomainErrorMiddleware:

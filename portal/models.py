@@ -112,3 +112,33 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return self.subject
+
+
+class ApiToken(models.Model):
+    """A personal API token. Only its SHA-256 is stored; the token is shown once."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(_("name"), max_length=80)
+    digest = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(_("starts with"), max_length=12)
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
+    expires_at = models.DateTimeField(_("expires at"))
+    last_used_at = models.DateTimeField(_("last used"), null=True, blank=True)
+    revoked_at = models.DateTimeField(_("revoked at"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = _("API token")
+        verbose_name_plural = _("API tokens")
+        constraints = [
+            models.UniqueConstraint(fields=["user", "name"], name="one_token_name_per_user"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    def is_usable(self, now=None) -> bool:
+        now = now or timezone.now()
+        return self.revoked_at is None and self.expires_at > now

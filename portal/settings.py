@@ -111,6 +111,9 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_htmx",
     "portal.apps.PortalConfig",
     "rental.apps.RentalConfig",
@@ -341,10 +344,52 @@ if PORTAL_BUY_LIFETIME_MONTHS < 1:
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        # Tokens first: its challenge makes a call without credentials a 401, not a 403.
+        "portal.api.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "EXCEPTION_HANDLER": "portal.errors.api_exception_handler",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PAGINATION_CLASS": "portal.api.pagination.PortalPagination",
+    "DEFAULT_FILTER_BACKENDS": [
+        "django_filters.rest_framework.DjangoFilterBackend",
+        "rest_framework.filters.OrderingFilter",
+    ],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "portal.api.errors.api_exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": [
+        "portal.api.throttling.TokenRateThrottle",
+        "portal.api.throttling.PerUserRateThrottle",
+        "portal.api.throttling.PerAddressAnonThrottle",
+    ],
+    # Per token, per user (all their tokens and their browser together), per address.
+    "DEFAULT_THROTTLE_RATES": {
+        "token": env_str("API_THROTTLE_TOKEN", "600/min"),
+        "user": env_str("API_THROTTLE_USER", "1200/min"),
+        "anon": env_str("API_THROTTLE_ANON", "60/min"),
+    },
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "GPU Portal API",
+    "DESCRIPTION": (
+        "Request, watch and end GPU leases; quotas, budgets and statements. "
+        "Authenticate with a personal token: Authorization: Bearer gpp_…"
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI and Redoc from our own static files: the docs work with no CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "portal.api.schema.add_error_responses",
+    ],
 }
 
 if PRODUCTION:

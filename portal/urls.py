@@ -14,6 +14,7 @@ urlpatterns = [
     path("audit/", views.audit_log, name="audit_log"),
     path("admin/", admin.site.urls),
     path("api/v1/agent/heartbeat", heartbeat.heartbeat, name="agent_heartbeat"),
+    path("", include("portal.api.urls")),
     path("", include("rental.urls")),
     path("billing/", include("billing.urls")),
 ]

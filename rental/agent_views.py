@@ -61,7 +61,7 @@ def utilization_series(instance: Instance, *, hours: int = CHART_HOURS) -> dict[
 
 
 def may_stop(user: Any, lease: Reservation) -> bool:
-    return access.can_request_for(user, lease.project) or access.can_manage(user, lease.project)
+    return access.can_act_on_lease(user, lease)
 
 
 def instance_views(lease: Reservation, instances: list[Instance]) -> None:

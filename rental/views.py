@@ -45,9 +45,7 @@ def _polling(leases: Any) -> bool:
 
 
 def may_end_lease(user: Any, lease: Reservation) -> bool:
-    return access.can_request_for(user, lease.project_id) or access.can_manage(
-        user, lease.project_id
-    )
+    return access.can_act_on_lease(user, lease)
 
 
 def _put_on_form(form: Any, error: DomainError) -> None:

@@ -19,6 +19,9 @@ def _test_policy(settings):
     settings.PORTAL_PREEMPTION_NOTICE_SECONDS = 120
     settings.PORTAL_MINIMUM_BILLED_SECONDS = 60
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    from django.core.cache import cache
+
+    cache.clear()  # throttle counters (login, API) never carry over between tests
 
 
 @pytest.fixture

@@ -1,0 +1,32 @@
+"""``/api/v1/…`` and the schema with its offline docs.
+
+Each app adds its endpoints in its own ``api/urls.py``: ``register(router)`` for
+viewsets and ``urlpatterns`` for anything else. URL names live in the ``api``
+namespace (``api:lease-list``); paths have no trailing slash.
+"""
+
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from rest_framework.routers import DefaultRouter
+
+from portal.api import me
+
+router = DefaultRouter(trailing_slash=False)
+router.include_root_view = False
+
+v1 = [
+    path("me", me.me, name="me"),
+]
+
+for module in ():  # each app's api.urls, added as they are built
+    module.register(router)
+    v1 += module.urlpatterns
+
+v1 += router.urls
+
+urlpatterns = [
+    path("api/v1/", include((v1, "api"))),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api_schema"), name="api_docs"),
+    path("api/redoc/", SpectacularRedocView.as_view(url_name="api_schema"), name="api_redoc"),
+]
