@@ -4,7 +4,7 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test lint schema clean
+.PHONY: run test lint schema messages clean
 
 # Any Python 3.11 or newer on the PATH (tools/find-python); PYTHON=... picks another.
 $(PY):
@@ -20,12 +20,14 @@ $(VENV)/.installed-test: pyproject.toml | $(PY)
 	@touch $@
 
 run: $(VENV)/.installed-demo
+	$(PY) manage.py compile_translations
 	$(PY) manage.py demo
 
 # The suite starts its own throwaway PostgreSQL and Redis (tests/servers.py) unless
 # DATABASE_URL / CELERY_BROKER_URL name existing ones.
 test: $(VENV)/.installed-test
 	@tools/ensure-test-tools
+	$(PY) manage.py compile_translations
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-test
@@ -35,6 +37,11 @@ lint: $(VENV)/.installed-test
 # The published API contract; a test fails when it is out of date with the code.
 schema: $(VENV)/.installed-test
 	$(PY) manage.py spectacular --validate --fail-on-warn --file docs/api/openapi.yaml
+
+# Add newly marked strings to the Chinese catalog (needs GNU gettext), then translate them.
+messages: $(VENV)/.installed-test
+	$(PY) manage.py makemessages -l zh_Hans --no-location --ignore='.venv/*' --ignore='tests/*' \
+		--ignore='bench/*' --ignore='agent/*' --ignore='var/*' --ignore='docs/*'
 
 # The demo's state (database, broker, generated secrets) and caches; keeps the venv.
 clean:

@@ -13,6 +13,7 @@ urlpatterns = [
     path("notifications/read/", views.notifications_read, name="notifications_read"),
     path("audit/", views.audit_log, name="audit_log"),
     path("admin/", admin.site.urls),
+    path("i18n/", include("django.conf.urls.i18n")),
     path("api/v1/agent/heartbeat", heartbeat.heartbeat, name="agent_heartbeat"),
     path("", include("portal.api.urls")),
     path("", include("rental.urls")),

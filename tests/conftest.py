@@ -9,6 +9,12 @@ from tests import factories, servers
 pytest_plugins = ["tests.fixtures_cloud", "tests.fixtures_worker"]
 
 
+def pytest_configure(config):
+    from portal.i18n import compile_catalogs
+
+    compile_catalogs()  # the .mo files are build products; pages are tested in Chinese too
+
+
 def pytest_unconfigure(config):
     servers.stop()  # the throwaway PostgreSQL and Redis of this run, if it started them
 
