@@ -21,6 +21,7 @@ from rental.services.failover import Place
 from rental.services.instances import mark_running
 from tests import factories
 from tests.billing.helpers import at, lease
+from tests.e2e.conftest import ARTIFACTS
 
 APRIL = at(2026, 4, 1)
 
@@ -275,6 +276,8 @@ def test_it_shows_the_rates_used_on_the_page_and_in_the_csv(f0, cny, client):
         generated_at=now,
     )
     assert pdf.startswith(b"%PDF")
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "statement-rates-used.pdf").write_bytes(pdf)  # to turn into an image
     assert "7.25 CNY = 1 USD from 2026-04-01 00:00 UTC (PBOC central parity)" in (
         exports.rates_paragraph_text(view)
     )
@@ -284,3 +287,54 @@ def test_it_shows_the_rates_used_on_the_page_and_in_the_csv(f0, cny, client):
     text = page.content.decode()
     assert 'id="rates-used"' in text
     assert "PBOC central parity" in text and "2026-04-01 00:00 UTC" in text
+
+
+def test_it_fails_over_only_to_offerings_whose_currency_has_a_rate(f0):
+    account = factories.account(name="aliyun-cn")
+    same_type = factories.offering(account, f0.model, on_demand="20.00")  # test.a100x1
+    Offering.objects.filter(pk=same_type.pk).update(currency="CNY")
+    reservation = lease(f0, f0.alpha, tier="burst", status="provisioning")
+    instance = Instance.objects.create(
+        reservation=reservation,
+        account=f0.offering.account,
+        offering=f0.offering,
+        region=f0.offering.region,
+        market="on_demand",
+        gpu_count=1,
+        rate_per_hour=f0.offering.on_demand_price_per_hour,
+    )
+    offerings = {place.offering_id for place in launching.launch_places(instance)}
+    assert offerings == {f0.offering.pk}
+    add_rate("7.2500", at(2020, 1, 1))
+    offerings = {place.offering_id for place in launching.launch_places(instance)}
+    assert offerings == {f0.offering.pk, same_type.pk}
+
+
+def test_it_lets_an_admin_add_a_rate_in_the_admin_but_never_edit_it(f0, client):
+    f0.admin.is_superuser = True
+    f0.admin.save()
+    client.force_login(f0.admin)
+    add = reverse("admin:rental_exchangerate_add")
+    form = {
+        "currency": "CNY",
+        "units_per_billing_unit": "7.2500",
+        "valid_from_0": "2026-04-01",
+        "valid_from_1": "00:00:00",
+        "source": "PBOC central parity",
+    }
+    refused = client.post(add, {**form, "currency": "USD"})
+    assert refused.status_code == 200 and "billing currency" in refused.content.decode()
+    assert not ExchangeRate.objects.exists()
+    created = client.post(add, form)
+    assert created.status_code == 302
+    rate = ExchangeRate.objects.get()
+    assert (rate.currency, rate.units_per_billing_unit, rate.created_by) == (
+        "CNY",
+        Decimal("7.25"),
+        f0.admin,
+    )
+    assert AuditEvent.objects.get(verb="exchange_rate.added").source == "admin"
+    change = reverse("admin:rental_exchangerate_change", args=[rate.pk])
+    client.post(change, {**form, "units_per_billing_unit": "1.0"})
+    rate.refresh_from_db()
+    assert rate.units_per_billing_unit == Decimal("7.25")
