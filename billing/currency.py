@@ -72,6 +72,11 @@ class RateTable:
         self._load()
         return self._by_id
 
+    def first(self, currency: str) -> Any | None:
+        self._load()
+        rates = self._by_currency.get(currency, [])
+        return rates[0] if rates else None
+
     def in_force(self, currency: str, at: datetime) -> Any | None:
         self._load()
         rates = self._by_currency.get(currency, [])

@@ -229,11 +229,14 @@ def _usage_key(row: dict) -> UsageKey:
 
 
 def _window_exchange(rates: RateTable, row: dict) -> dict:
-    """A reserved window converts at the rate in force when it began (it has no launch)."""
+    """A reserved window converts at the rate in force when it began (it has no launch of
+    its own). Its launch needs a rate, so a charged window whose currency has none at all
+    cannot arise; it would raise rather than bill an unconverted amount."""
     currency = row.get("offering__currency") or billing_currency()
     if currency == billing_currency():
         return {}
-    rate = rates.in_force(currency, row["start"])
+    # A booking made before its currency had any rate: the first rate recorded for it.
+    rate = rates.in_force(currency, row["start"]) or rates.first(currency)
     if rate is None:
         raise ValueError(
             f"reservation {row['id']} is priced in {currency}, which has no exchange rate "

@@ -338,3 +338,16 @@ def test_it_lets_an_admin_add_a_rate_in_the_admin_but_never_edit_it(f0, client):
     client.post(change, {**form, "units_per_billing_unit": "1.0"})
     rate.refresh_from_db()
     assert rate.units_per_billing_unit == Decimal("7.25")
+
+
+def test_it_converts_a_reservation_at_the_rate_in_force_when_its_window_began(f0, cny):
+    add_rate("7.2500", APRIL)
+    add_rate("7.0000", at(2026, 4, 2, 0, 30))  # after the window began: not used
+    booked = lease(f0, f0.gamma, tier="reserved", start=at(2026, 4, 2), end=at(2026, 4, 2, 1))
+    booked.offering = cny
+    booked.save()
+    computed = compute_period(period=APRIL, now=at(2026, 4, 3))
+    [line] = [line for line in computed.for_project(f0.gamma.pk) if line.kind == "reservation"]
+    assert line.amount == Decimal("2.76")  # CNY 20.00 × 1 GPU × 3,600 s / 7.25
+    assert line.references["exchange_rate"] == "7.25000000"
+    assert line.references["exchange_rate_from"] == "2026-04-01T00:00:00+00:00"
