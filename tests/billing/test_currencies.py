@@ -351,3 +351,22 @@ def test_it_converts_a_reservation_at_the_rate_in_force_when_its_window_began(f0
     assert line.amount == Decimal("2.76")  # CNY 20.00 × 1 GPU × 3,600 s / 7.25
     assert line.references["exchange_rate"] == "7.25000000"
     assert line.references["exchange_rate_from"] == "2026-04-01T00:00:00+00:00"
+
+
+def test_it_keeps_the_rates_used_on_a_closed_statement(f0, cny):
+    from billing import services
+
+    add_rate("7.2500", APRIL)
+    launch(f0, cny, project=f0.gamma, at_=at(2026, 4, 2), seconds=3600)
+    services.close_period(period=APRIL, now=at(2026, 5, 3))
+    add_rate("6.0000", at(2026, 5, 4))  # a later rate changes nothing that is closed
+    view = draft_statement(project_id=f0.gamma.pk, period=APRIL, now=at(2026, 5, 5))
+    assert view.status == "closed"
+    [used] = view.rates_used
+    assert (used.currency, used.units_per_billing_unit, used.source) == (
+        "CNY",
+        Decimal("7.25"),
+        "PBOC central parity",
+    )
+    [line] = [line for line in view.lines if line.kind == "usage"]
+    assert line.amount == Decimal("2.76")
