@@ -32,9 +32,11 @@ AFTER = datetime(2026, 5, 3, tzinfo=UTC)
 USAGE_SQL = """
 SELECT setseed(0.42);
 INSERT INTO rental_usagerecord
-    (instance_id, project_id, gpu_model_id, tier, market, gpu_count, start, "end", rate, end_reason)
+    (instance_id, project_id, gpu_model_id, tier, market, gpu_count, start, "end", rate, end_reason,
+     currency, exchange_rate)
 SELECT i.id, r.project_id, r.gpu_model_id, r.tier, i.market, i.gpu_count,
-       s.start, s.start + s.length, i.rate_per_hour / i.gpu_count, s.reason
+       s.start, s.start + s.length, i.rate_per_hour / i.gpu_count, s.reason,
+       i.currency, i.exchange_rate
 FROM rental_instance i
 JOIN rental_reservation r ON r.id = i.reservation_id
 CROSS JOIN LATERAL (

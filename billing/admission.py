@@ -1,17 +1,18 @@
 """Billing's admission check (BU3), registered in ``PORTAL_ADMISSION_CHECKS``.
 
 Rental calls every registered check before admitting a lease, so rental never imports
-billing. A check returns None to allow, or ``(reason_code, message)`` to refuse.
+billing. A check returns None to allow, or ``(reason_code, message)`` to refuse. The cap
+reads the month-to-date spend kept by ``billing.spend`` (one row), not the full
+computation, so a submission does not wait on the month's usage.
 """
 
 from datetime import datetime
-from decimal import Decimal
 from typing import Any
 
 from django.utils.translation import gettext as _
 
+from billing import spend
 from billing.models import Budget
-from billing.selectors import month_to_date
 from portal.models import Project
 
 CAPPED_TIERS = frozenset({"burst", "spot"})
@@ -42,7 +43,7 @@ def budget_cap(
     )
     if budget is None:
         return None
-    actual = month_to_date(project_ids=[project_id], now=now).get(project_id, Decimal("0.00"))
+    actual = spend.spend_now(project_id=project_id, now=now)
     if actual < budget:
         return None
     return (

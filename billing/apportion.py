@@ -12,11 +12,13 @@ from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
+from django.conf import settings
 from django.utils.translation import gettext as _
 
 from billing.money import (
     RATE_PLACES,
     SECONDS_PER_HOUR,
+    converted_rate,
     gpu_seconds_cost,
     largest_remainder,
     quantize,
@@ -48,6 +50,9 @@ class UsageKey:
     market: str
     tier: str
     rate: Decimal
+    currency: str = ""  # the rate's currency; empty or the billing currency: not converted
+    exchange_rate: Decimal = Decimal(1)  # units of ``currency`` per billing unit, at launch
+    exchange_rate_id: int = 0
 
 
 @dataclass
@@ -98,6 +103,9 @@ class ReservedWindow:
     market: str
     rate: Decimal
     seconds: int
+    currency: str = ""
+    exchange_rate: Decimal = Decimal(1)
+    exchange_rate_id: int = 0
 
 
 def _effective_price(amount: Decimal, gpu_seconds: int) -> Decimal:
@@ -122,6 +130,35 @@ def _usage_description(pool: PoolPeriod, key: UsageKey) -> str:
     }
 
 
+def _rate_refs(priced: UsageKey | ReservedWindow) -> dict[str, str]:
+    """A converted line's rate, for its explanation and the statement's "Rates used"."""
+    if not priced.exchange_rate_id:
+        return {}
+    return {
+        "currency": priced.currency,
+        "exchange_rate": str(priced.exchange_rate),
+        "exchange_rate_id": str(priced.exchange_rate_id),
+    }
+
+
+def _priced_in(key: UsageKey) -> str:
+    if not key.exchange_rate_id:
+        return ""
+    whole, _dot, fraction = f"{key.rate.normalize():f}".partition(".")
+    return _(" (%(currency)s %(rate)s/GPU-h at %(fx)s %(currency)s per %(billing)s)") % {
+        "currency": key.currency,
+        "rate": f"{whole}.{fraction.ljust(2, '0')}",
+        "fx": f"{key.exchange_rate.normalize():f}",
+        "billing": settings.PORTAL_CURRENCY,
+    }
+
+
+def _usage_formula(key: UsageKey) -> str:
+    if key.exchange_rate_id:
+        return "GPU-seconds × rate / 3600 / exchange rate"
+    return "GPU-seconds × rate / 3600"
+
+
 def metered_lines(pool: PoolPeriod, usage: Mapping[int, Mapping[UsageKey, int]]) -> list[Line]:
     """Each project's own usage lines: metered at the captured rate, or 0.00 where covered."""
     lines = []
@@ -129,8 +166,12 @@ def metered_lines(pool: PoolPeriod, usage: Mapping[int, Mapping[UsageKey, int]])
         for key in sorted(usage[project_id]):
             seconds = usage[project_id][key]
             covered = is_covered(pool, key)
-            amount = Decimal("0.00") if covered else quantize(gpu_seconds_cost(seconds, key.rate))
-            description = _usage_description(pool, key)
+            amount = (
+                Decimal("0.00")
+                if covered
+                else quantize(gpu_seconds_cost(seconds, key.rate, key.exchange_rate))
+            )
+            description = _usage_description(pool, key) + _priced_in(key)
             if covered:
                 description = (
                     _("%(line)s (within the reservation)")
@@ -147,12 +188,15 @@ def metered_lines(pool: PoolPeriod, usage: Mapping[int, Mapping[UsageKey, int]])
                     market=key.market,
                     tier=key.tier,
                     gpu_seconds=seconds,
-                    unit_price=Decimal("0") if covered else key.rate,
+                    unit_price=Decimal("0")
+                    if covered
+                    else converted_rate(key.rate, key.exchange_rate),
                     references={
                         "gpu_seconds": seconds,
                         "rate": str(key.rate),
                         "covered": covered,
-                        "formula": "0" if covered else "GPU-seconds × rate / 3600",
+                        "formula": "0" if covered else _usage_formula(key),
+                        **_rate_refs(key),
                     },
                 )
             )
@@ -164,7 +208,7 @@ def reservation_lines(pool: PoolPeriod, windows: list[ReservedWindow]) -> list[L
     lines = []
     for window in windows:
         seconds = window.seconds * window.gpu_count
-        amount = quantize(gpu_seconds_cost(seconds, window.rate))
+        amount = quantize(gpu_seconds_cost(seconds, window.rate, window.exchange_rate))
         lines.append(
             Line(
                 project_id=window.project_id,
@@ -180,13 +224,15 @@ def reservation_lines(pool: PoolPeriod, windows: list[ReservedWindow]) -> list[L
                 market=window.market,
                 tier="reserved",
                 gpu_seconds=seconds,
-                unit_price=window.rate,
+                unit_price=converted_rate(window.rate, window.exchange_rate),
                 references={
                     "reservation_id": window.reservation_id,
                     "gpu_count": window.gpu_count,
                     "window_seconds": window.seconds,
                     "rate": str(window.rate),
-                    "formula": "GPUs × window seconds × rate / 3600",
+                    "formula": "GPUs × window seconds × rate / 3600"
+                    + (" / exchange rate" if window.exchange_rate_id else ""),
+                    **_rate_refs(window),
                 },
             )
         )

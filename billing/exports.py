@@ -28,6 +28,8 @@ CSV_COLUMNS = [
     "amount",
     "currency",
     "description",
+    "priced_in",
+    "exchange_rate",
 ]
 
 
@@ -65,9 +67,34 @@ def to_csv(statements: Iterable[ExportStatement], *, names: dict[int, str]) -> s
                     f"{line.amount:.2f}",
                     item.view.currency,
                     line.description,
+                    *_rate_columns(line),
                 ]
             )
     return out.getvalue()
+
+
+def _rate_columns(line: Any) -> list[str]:
+    """A converted line's currency and the exchange rate it used (units per billing unit);
+    empty for a line priced in the billing currency."""
+    refs = getattr(line, "references", None) or {}
+    if not refs.get("exchange_rate_id"):
+        return ["", ""]
+    return [refs["currency"], refs["exchange_rate"]]
+
+
+def rates_paragraph_text(view: StatementView) -> str:
+    """The "Rates used" sentence of a statement (the PDF's and the page's wording)."""
+    return "; ".join(
+        _("%(rate)s %(currency)s = 1 %(billing)s from %(from)s (%(source)s)")
+        % {
+            "rate": f"{used.units_per_billing_unit.normalize():f}",
+            "currency": used.currency,
+            "billing": used.billing_currency,
+            "from": used.since + " UTC",
+            "source": used.source,
+        }
+        for used in view.rates_used
+    )
 
 
 def _rate(rate: Decimal) -> str:
@@ -168,7 +195,14 @@ def to_pdf(
                 ]
             )
         )
-        story += [table, Spacer(1, 5 * mm)]
+        story.append(table)
+        if view.rates_used:
+            story.append(
+                Paragraph(
+                    _("Rates used: %(rates)s.") % {"rates": rates_paragraph_text(view)}, small
+                )
+            )
+        story.append(Spacer(1, 5 * mm))
         grand += view.total
     if len(statements) > 1:
         story.append(

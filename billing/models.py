@@ -224,3 +224,26 @@ class BudgetAlert(models.Model):
 
     def __str__(self) -> str:
         return f"{self.budget.project.slug} {self.period:%Y-%m} {self.percent}% {self.kind}"
+
+
+class SpendSnapshot(models.Model):
+    """A project's month-to-date spend as of a moment (BU2 actual), for the budget cap's
+    cheap read at admission. Rewritten for every project by the periodic refresh; a manual
+    line added to the open period adds its amount here at once (lines are additive)."""
+
+    project = models.ForeignKey(
+        "portal.Project", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    period = models.DateField(_("period"))
+    amount = models.DecimalField(_("spend"), max_digits=14, decimal_places=2)
+    as_of = models.DateTimeField(_("as of"))
+
+    class Meta:
+        verbose_name = _("spend snapshot")
+        verbose_name_plural = _("spend snapshots")
+        constraints = [
+            models.UniqueConstraint(fields=["project", "period"], name="one_spend_snapshot"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project_id} {self.period:%Y-%m}: {self.amount} as of {self.as_of}"

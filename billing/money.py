@@ -15,9 +15,36 @@ def quantize(amount: Decimal) -> Decimal:
     return amount.quantize(CENT, rounding=ROUND_HALF_UP)
 
 
-def gpu_seconds_cost(gpu_seconds: int | Decimal, rate_per_gpu_hour: Decimal) -> Decimal:
-    """The exact, unrounded cost of GPU-seconds at an hourly rate."""
-    return Decimal(gpu_seconds) * rate_per_gpu_hour / SECONDS_PER_HOUR
+ONE = Decimal(1)
+
+
+def to_billing_currency(amount: Decimal, units_per_billing_unit: Decimal) -> Decimal:
+    """An exact amount in another currency converted into the billing currency at a rate of
+    ``units_per_billing_unit`` (7.25 CNY per USD), unrounded: the line's one rounding
+    comes after (B2)."""
+    if not isinstance(units_per_billing_unit, Decimal) or units_per_billing_unit <= 0:
+        raise ValueError(
+            f"an exchange rate must be a positive Decimal, not {units_per_billing_unit!r}"
+        )
+    if units_per_billing_unit == ONE:
+        return amount
+    return amount / units_per_billing_unit
+
+
+def gpu_seconds_cost(
+    gpu_seconds: int | Decimal, rate_per_gpu_hour: Decimal, exchange_rate: Decimal = ONE
+) -> Decimal:
+    """The exact, unrounded cost of GPU-seconds at an hourly rate, in the billing currency
+    (the rate is in a currency worth ``exchange_rate`` units per billing unit)."""
+    return to_billing_currency(
+        Decimal(gpu_seconds) * rate_per_gpu_hour / SECONDS_PER_HOUR, exchange_rate
+    )
+
+
+def converted_rate(rate: Decimal, exchange_rate: Decimal) -> Decimal:
+    """A rate shown in the billing currency, to six places (display only: amounts are
+    computed from the exact figures)."""
+    return to_billing_currency(rate, exchange_rate).quantize(RATE_PLACES, rounding=ROUND_HALF_UP)
 
 
 def largest_remainder(

@@ -63,10 +63,24 @@ def billed_seconds(record: Any, *, start: datetime, end: datetime, now: datetime
     return inside
 
 
+# What a statement's usage line is per: the rate, and the currency and exchange rate
+# captured with it at launch.
+GROUP_FIELDS = (
+    "project_id",
+    "gpu_model_id",
+    "market",
+    "tier",
+    "rate",
+    "currency",
+    "exchange_rate",
+    "exchange_rate_ref_id",
+)
+
+
 def aggregate_billed_seconds(records: Any, *, start: datetime, end: datetime, now: datetime) -> Any:
     """The same rule as ``billed_seconds``, summed in the database (PostgreSQL) per
-    project, GPU model, market, tier and rate: rows of ``project_id, gpu_model_id, market,
-    tier, rate, gpu_seconds``. ``records`` is a queryset of usage from rental's selectors.
+    ``GROUP_FIELDS``: rows of those fields and ``gpu_seconds``. ``records`` is a queryset
+    of usage from rental's selectors.
 
     EXTRACT(EPOCH …) of a timestamp difference is exact (numeric, to the microsecond), so
     floor and ceiling give the same whole seconds as the integer arithmetic above.
@@ -132,7 +146,7 @@ def aggregate_billed_seconds(records: Any, *, start: datetime, end: datetime, no
                 output_field=numeric,
             ),
         )
-        .values("project_id", "gpu_model_id", "market", "tier", "rate")
+        .values(*GROUP_FIELDS)
         .annotate(
             gpu_seconds=Sum(
                 ExpressionWrapper(
@@ -141,5 +155,5 @@ def aggregate_billed_seconds(records: Any, *, start: datetime, end: datetime, no
                 )
             )
         )
-        .order_by("project_id", "gpu_model_id", "market", "tier", "rate")
+        .order_by(*GROUP_FIELDS)
     )

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db.models import Sum
 
 from billing.models import Statement, StatementLine
-from billing.money import SECONDS_PER_HOUR, quantize
+from billing.money import SECONDS_PER_HOUR, quantize, to_billing_currency
 from billing.periods import period_start, whole_seconds
 from billing.statements import compute_period
 from rental import selectors as rental_selectors
@@ -111,7 +111,10 @@ def idle_waste(*, project_id: int, now: datetime, days: int = ADVICE_DAYS) -> li
             idle[model] += 1
             gpu_seconds = SAMPLE_SECONDS * row.instance__gpu_count
             seconds[model] += gpu_seconds
-            exact[model] += Decimal(SAMPLE_SECONDS) * row.instance__rate_per_hour / SECONDS_PER_HOUR
+            exact[model] += to_billing_currency(
+                Decimal(SAMPLE_SECONDS) * row.instance__rate_per_hour / SECONDS_PER_HOUR,
+                row.instance__exchange_rate,
+            )
     return [
         IdleWaste(
             gpu_model=names.get(model, "—"),
@@ -219,11 +222,14 @@ def commitment_advice(*, gpu_model_ids: list[int], now: datetime, days: int = AD
         rows = list(
             rental_selectors.pool_usage_intervals(gpu_model_id=model_id, start=start, end=now)
         )
-        profile = load_profile([(s, e, n) for s, e, n, _rate, _tier in rows], start=start, end=now)
+        profile = load_profile(
+            [(s, e, n) for s, e, n, _rate, _tier, _fx in rows], start=start, end=now
+        )
         gpu_seconds = sum(level * seconds for level, seconds in profile.items())
         weighted = Decimal(0)
-        for s, e, n, rate, _tier in rows:
-            weighted += Decimal(whole_seconds(min(e or now, now) - max(s, start)) * n) * rate
+        for s, e, n, rate, _tier, fx in rows:
+            seconds = Decimal(whole_seconds(min(e or now, now) - max(s, start)) * n)
+            weighted += to_billing_currency(seconds * rate, fx)
         metered_rate = (
             (weighted / gpu_seconds).quantize(Decimal("0.000001")) if gpu_seconds else Decimal(0)
         )

@@ -34,6 +34,7 @@ class UsageLine:
     market: str
     rate: Decimal
     gpu_seconds: int = 0
+    exchange_rate: Decimal = Decimal(1)
 
     @property
     def gpu_hours(self) -> Decimal:
@@ -41,14 +42,17 @@ class UsageLine:
 
     @property
     def amount(self) -> Decimal:
-        return quantize(gpu_seconds_cost(self.gpu_seconds, self.rate))
+        return quantize(gpu_seconds_cost(self.gpu_seconds, self.rate, self.exchange_rate))
 
 
 def usage_lines(
     *, project_ids: Iterable[int], start: datetime, end: datetime, now: datetime
 ) -> dict[int, list[UsageLine]]:
-    """Per project, one line per GPU model, market and rate, for usage in [start, end)."""
-    grouped: dict[int, dict[tuple[int, str, Decimal], int]] = defaultdict(lambda: defaultdict(int))
+    """Per project, one line per GPU model, market, rate and exchange rate, for usage in
+    [start, end), in the billing currency."""
+    grouped: dict[int, dict[tuple[int, str, Decimal, Decimal], int]] = defaultdict(
+        lambda: defaultdict(int)
+    )
     # Plain rows, not model instances: this runs over every run of the month.
     runs = rental_selectors.usage_for_period(
         start=start, end=end, project_ids=project_ids
@@ -57,6 +61,7 @@ def usage_lines(
         "gpu_model_id",
         "market",
         "rate",
+        "exchange_rate",
         "gpu_count",
         "start",
         "end",
@@ -66,14 +71,19 @@ def usage_lines(
     for run in runs:
         seconds = billed_seconds(run, start=start, end=end, now=now) * run.gpu_count
         if seconds:
-            grouped[run.project_id][(run.gpu_model_id, run.market, run.rate)] += seconds
-    models = GpuModel.objects.in_bulk(
-        {model_id for lines in grouped.values() for model_id, _market, _rate in lines}
-    )
+            key = (run.gpu_model_id, run.market, run.rate, run.exchange_rate)
+            grouped[run.project_id][key] += seconds
+    models = GpuModel.objects.in_bulk({key[0] for lines in grouped.values() for key in lines})
     per_project = {
         project_id: [
-            UsageLine(gpu_model=models[model_id], market=market, rate=rate, gpu_seconds=seconds)
-            for (model_id, market, rate), seconds in lines.items()
+            UsageLine(
+                gpu_model=models[model_id],
+                market=market,
+                rate=rate,
+                gpu_seconds=seconds,
+                exchange_rate=exchange_rate,
+            )
+            for (model_id, market, rate, exchange_rate), seconds in lines.items()
         ]
         for project_id, lines in grouped.items()
     }
@@ -107,6 +117,13 @@ class StatementView:
     @property
     def is_draft(self) -> bool:
         return self.status == "draft"
+
+    @property
+    def rates_used(self) -> list:
+        """The exchange rates its converted lines used (the "Rates used" section)."""
+        from billing.currency import rates_used
+
+        return rates_used(self.lines)
 
 
 def manual_lines(*, project_ids: Iterable[int] | None, period: datetime) -> dict[int, list]:
@@ -192,10 +209,13 @@ class Interval:
     rate: Decimal
     tier: str
     market: str
+    currency: str = ""
+    exchange_rate: Decimal = Decimal(1)
 
     @property
     def exact_cost(self) -> Decimal:
-        return gpu_seconds_cost(self.gpu_seconds, self.rate)
+        """In the billing currency, at the exchange rate captured at launch."""
+        return gpu_seconds_cost(self.gpu_seconds, self.rate, self.exchange_rate)
 
 
 def intervals(
@@ -249,6 +269,8 @@ def intervals(
                 rate=row.rate,
                 tier=row.tier,
                 market=row.market,
+                currency=row.currency,
+                exchange_rate=row.exchange_rate,
             )
         )
     return result
@@ -293,5 +315,5 @@ def lease_cost(*, reservation_id: int, now: datetime | None = None) -> tuple[int
     for row in rental_selectors.lease_usage_rows(reservation_id):
         billed = billed_seconds(row, start=row.start, end=(row.end or now) + SECOND * 61, now=now)
         seconds += billed * row.gpu_count
-        exact += gpu_seconds_cost(billed * row.gpu_count, row.rate)
+        exact += gpu_seconds_cost(billed * row.gpu_count, row.rate, row.exchange_rate)
     return seconds, quantize(exact)

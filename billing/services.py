@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from billing import spend
 from billing.apportion import Line
 from billing.models import LineDispute, Statement, StatementLine
 from billing.money import CENT, RATE_PLACES
@@ -366,6 +367,7 @@ def add_correction(
         created_by=actor,
         created_at=now,
     )
+    spend.add_manual_line(project_id=project.pk, period=now, amount=value)
     audit.record(
         actor=actor,
         verb=f"statement.{kind}",

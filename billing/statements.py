@@ -15,6 +15,7 @@ from decimal import Decimal
 from django.db import connection
 
 from billing.apportion import Line, PoolPeriod, ReservedWindow, UsageKey, apportion_pool
+from billing.currency import RateTable, billing_currency, describe_rates
 from billing.models import UpfrontPayment
 from billing.money import largest_remainder, quantize
 from billing.periods import (
@@ -131,15 +132,16 @@ def compute_period(
         for row in aggregate_billed_seconds(records, start=start, end=covered_end, now=now):
             seconds = int(row["gpu_seconds"] or 0)
             if seconds:
-                key = UsageKey(row["gpu_model_id"], row["market"], row["tier"], row["rate"])
+                key = _usage_key(row)
                 usage[row["gpu_model_id"]][row["project_id"]][key] += seconds
     else:
         for run in rental_selectors.usage_rows_for_period(start=start, end=covered_end):
             seconds = billed_seconds(run, start=start, end=covered_end, now=now) * run.gpu_count
             if seconds:
-                key = UsageKey(run.gpu_model_id, run.market, run.tier, run.rate)
+                key = _usage_key(run._asdict())
                 usage[run.gpu_model_id][run.project_id][key] += seconds
     windows: dict[int, list[ReservedWindow]] = defaultdict(list)
+    rates = RateTable()
     for row in rental_selectors.reserved_windows_for_period(start=start, end=covered_end):
         seconds = _window_seconds(row["start"], row["end"], start, covered_end)
         if seconds:
@@ -152,6 +154,7 @@ def compute_period(
                     market=row["market"],
                     rate=row["rate"],
                     seconds=seconds,
+                    **_window_exchange(rates, row),
                 )
             )
     payments: dict[int, list[UpfrontPayment]] = defaultdict(list)
@@ -207,7 +210,43 @@ def compute_period(
                 result.lines.setdefault(line.project_id, []).append(line)
     for project_lines in result.lines.values():
         project_lines.sort(key=_line_order)
+        describe_rates(project_lines, rates)
     return result
+
+
+def _usage_key(row: dict) -> UsageKey:
+    """A usage line's key, with the currency and exchange rate captured at launch."""
+    converted = row["currency"] != billing_currency() and bool(row["exchange_rate_ref_id"])
+    return UsageKey(
+        row["gpu_model_id"],
+        row["market"],
+        row["tier"],
+        row["rate"],
+        currency=row["currency"] if converted else "",
+        exchange_rate=row["exchange_rate"] if converted else Decimal(1),
+        exchange_rate_id=row["exchange_rate_ref_id"] if converted else 0,
+    )
+
+
+def _window_exchange(rates: RateTable, row: dict) -> dict:
+    """A reserved window converts at the rate in force when it began (it has no launch of
+    its own). Its launch needs a rate, so a charged window whose currency has none at all
+    cannot arise; it would raise rather than bill an unconverted amount."""
+    currency = row.get("offering__currency") or billing_currency()
+    if currency == billing_currency():
+        return {}
+    # A booking made before its currency had any rate: the first rate recorded for it.
+    rate = rates.in_force(currency, row["start"]) or rates.first(currency)
+    if rate is None:
+        raise ValueError(
+            f"reservation {row['id']} is priced in {currency}, which has no exchange rate "
+            f"in force at {row['start']:%Y-%m-%d %H:%M}"
+        )
+    return {
+        "currency": currency,
+        "exchange_rate": rate.units_per_billing_unit,
+        "exchange_rate_id": rate.pk,
+    }
 
 
 KIND_ORDER = {

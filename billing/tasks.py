@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from billing import budgets, services
+from billing import budgets, services, spend
 
 
 @shared_task(acks_late=True, ignore_result=True)
@@ -13,3 +13,8 @@ def evaluate_budgets_task() -> None:
 @shared_task(acks_late=True, ignore_result=True)
 def close_due_periods_task() -> None:
     services.close_due_periods()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def refresh_spend_task() -> None:
+    spend.refresh()

@@ -404,9 +404,10 @@ def statement_partial(request: HttpRequest, slug: str) -> HttpResponse:
     )
 
 
-def budget_chart(current: budgets.BudgetStanding) -> dict[str, Any]:
+def budget_chart(current: budgets.BudgetStanding, *, key: str = "") -> dict[str, Any]:
     """Spend against budget as an SVG bar chart's geometry: actual, forecast and budget on
-    one scale (the largest of the three), in whole SVG units."""
+    one scale (the largest of the three), in whole SVG units. ``key`` makes the element
+    ids unique where several charts share a page (the dashboard: ``-<slug>``)."""
     scale = max(current.budget, current.actual, current.forecast or Decimal(0), Decimal(1))
     width = 300
 
@@ -420,6 +421,7 @@ def budget_chart(current: budgets.BudgetStanding) -> dict[str, Any]:
         "budget_x": x(current.budget),
         "standing": current,
         "over": current.capped,
+        "key": key,
     }
 
 
@@ -444,16 +446,37 @@ def panel_spend(request: HttpRequest) -> HttpResponse:
     projects = list(access.visible_projects(request.user).filter(is_active=True).order_by("name"))
     if not projects:
         return HttpResponse("")
-    spend = month_to_date(project_ids=[project.pk for project in projects])
+    now = timezone.now()
+    spend = month_to_date(project_ids=[project.pk for project in projects], now=now)
     rows = sorted(
         ((project, spend.get(project.pk)) for project in projects),
         key=lambda row: (-(row[1] or Decimal(0)), row[0].name),
     )
     total = sum(spend.values(), Decimal("0.00"))
+    # Spend against budget with the forecast, for each shown project with a budget: the
+    # project page's chart, from one query for the budgets.
+    shown = rows[:10]
+    amounts = dict(
+        Budget.objects.filter(project_id__in=[project.pk for project, _ in shown]).values_list(
+            "project_id", "monthly_amount"
+        )
+    )
+    charts = {
+        project.pk: budget_chart(
+            budgets.standing(budget=amounts[project.pk], actual=amount or Decimal("0.00"), now=now),
+            key=f"-{project.slug}",
+        )
+        for project, amount in shown
+        if project.pk in amounts
+    }
     return render(
         request,
         "billing/_panel_spend.html",
-        {"rows": rows[:10], "more": max(len(rows) - 10, 0), "total": total},
+        {
+            "rows": [(project, amount, charts.get(project.pk)) for project, amount in shown],
+            "more": max(len(rows) - 10, 0),
+            "total": total,
+        },
     )
 
 

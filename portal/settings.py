@@ -269,6 +269,10 @@ CELERY_BEAT_SCHEDULE = {
     # Budgets are evaluated hourly (BU1); closing is tried hourly and acts once per month.
     "evaluate-budgets": {"task": "billing.tasks.evaluate_budgets_task", "schedule": 3600.0},
     "close-due-periods": {"task": "billing.tasks.close_due_periods_task", "schedule": 3600.0},
+    "refresh-spend": {
+        "task": "billing.tasks.refresh_spend_task",
+        "schedule": float(env_int("PORTAL_SPEND_SNAPSHOT_SECONDS", 60)),
+    },
 }
 
 # The portal's own policy.
@@ -311,7 +315,10 @@ if not set(PORTAL_NOTIFICATION_CHANNELS) <= {"portal", "email"}:
     raise ImproperlyConfigured("PORTAL_NOTIFICATION_CHANNELS lists portal and/or email.")
 # The portal's own address, for links in mail.
 PORTAL_BASE_URL = env_str("PORTAL_BASE_URL", "http://localhost:8000")
-PORTAL_CURRENCY = env_str("PORTAL_CURRENCY", "USD")
+PORTAL_CURRENCY = env_str("PORTAL_CURRENCY", "USD")  # the billing currency (ISO 4217)
+# The budget cap reads month-to-date spend refreshed every PORTAL_SPEND_SNAPSHOT_SECONDS
+# (beat, above); a snapshot older than this is not trusted (computed in full instead).
+PORTAL_SPEND_SNAPSHOT_MAX_AGE_SECONDS = env_int("PORTAL_SPEND_SNAPSHOT_MAX_AGE_SECONDS", 180)
 # Dotted paths of admission checks, billing's budget cap (BU3) by default. Each is called
 # with keyword arguments project, gpu_model, gpu_count, tier, market, starts_at, ends_at,
 # is_reservation, now, and returns None to allow or (reason_code, message) to refuse.

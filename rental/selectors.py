@@ -11,6 +11,7 @@ from django.db.models.functions import Coalesce
 from portal import access
 from portal.models import Project
 from rental.models import (
+    ExchangeRate,
     GpuModel,
     Image,
     Instance,
@@ -23,6 +24,7 @@ from rental.models import (
     UsageRecord,
     UtilizationSample,
 )
+from rental.models.currency import billing_currency
 
 
 @dataclass(frozen=True)
@@ -308,6 +310,9 @@ USAGE_ROW_FIELDS = (
     "tier",
     "market",
     "rate",
+    "currency",
+    "exchange_rate",
+    "exchange_rate_ref_id",
     "gpu_count",
     "start",
     "end",
@@ -321,8 +326,8 @@ def usage_rows_for_period(
     """The usage that may bill in [start, end) as plain rows, in one query, with the lease
     and requester each run belongs to (for statements, drill-down and spend per requester).
 
-    Each row has ``id, project_id, gpu_model_id, tier, market, rate, gpu_count, start, end,
-    end_reason, instance_id, reservation_id, requester_id``.
+    Each row has the ``USAGE_ROW_FIELDS`` and ``instance_id, reservation_id,
+    requester_id``.
     """
     return (
         usage_for_period(start=start, end=end, project_ids=project_ids)
@@ -412,6 +417,7 @@ def reserved_windows_for_period(
         "offering__on_demand_price_per_hour",
         "offering__spot_price_per_hour",
         "offering__gpus_per_instance",
+        "offering__currency",
     ):
         price = (
             row["offering__spot_price_per_hour"]
@@ -436,7 +442,8 @@ def lease_usage_rows(reservation_id: int):
 def utilization_rows(*, start: datetime, end: datetime, project_ids: Iterable[int] | None = None):
     """Utilization samples in [start, end) as plain rows with what billing needs to price
     them: ``instance_id, at, gpu_utilization, project_id, gpu_model_id, gpu_count, rate``
-    (rate per GPU-hour, from the instance's hourly rate), in one query."""
+    (rate per GPU-hour, from the instance's hourly rate) and ``exchange_rate`` (captured at
+    launch), in one query."""
     samples = UtilizationSample.objects.filter(at__gte=start, at__lt=end)
     if project_ids is not None:
         samples = samples.filter(instance__reservation__project_id__in=list(project_ids))
@@ -448,16 +455,27 @@ def utilization_rows(*, start: datetime, end: datetime, project_ids: Iterable[in
         "instance__reservation__gpu_model_id",
         "instance__gpu_count",
         "instance__rate_per_hour",
+        "instance__exchange_rate",
         named=True,
     )
 
 
 def pool_usage_intervals(*, gpu_model_id: int, start: datetime, end: datetime):
     """A pool's usage runs overlapping [start, end) as ``(start, end, gpu_count, rate,
-    tier)`` rows, in one query (for the committed-capacity advice)."""
+    tier, exchange_rate)`` rows, in one query (for the committed-capacity advice)."""
     return (
         UsageRecord.objects.filter(gpu_model_id=gpu_model_id, start__lt=end)
         .filter(Q(end__isnull=True) | Q(end__gt=start))
         .order_by()
-        .values_list("start", "end", "gpu_count", "rate", "tier")
+        .values_list("start", "end", "gpu_count", "rate", "tier", "exchange_rate")
+    )
+
+
+def exchange_rates() -> list[ExchangeRate]:
+    """Every exchange rate into the billing currency, oldest first, in one query (a small
+    table: billing picks the one in force at a moment from it)."""
+    return list(
+        ExchangeRate.objects.filter(billing_currency=billing_currency()).order_by(
+            "currency", "valid_from", "pk"
+        )
     )

@@ -20,6 +20,7 @@ from rental.admin.catalog import (
     ProviderAccountForm,
     RegionListField,
 )
+from rental.admin.currency import ExchangeRateAdmin
 from rental.admin.launch import LaunchAttemptAdmin, OrphanAdmin
 from rental.admin.leases import (
     DataVolumeAdmin,
@@ -34,6 +35,7 @@ from rental.admin.leases import (
 __all__ = [
     "AvailabilityWatchAdmin",
     "DataVolumeAdmin",
+    "ExchangeRateAdmin",
     "GpuModelAdmin",
     "ImageAdmin",
     "InstanceAdmin",

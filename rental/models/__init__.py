@@ -3,6 +3,7 @@
 from rental.models.agent import UtilizationRollup
 from rental.models.capacity import AvailabilityWatch, Pool, Quota, QuotaRequest
 from rental.models.catalog import GpuModel, Image, Offering, ProviderAccount
+from rental.models.currency import ExchangeRate
 from rental.models.launch import LaunchAttempt, Orphan
 from rental.models.leases import (
     DataVolume,
@@ -20,6 +21,7 @@ from rental.models.leases import (
 __all__ = [
     "AvailabilityWatch",
     "DataVolume",
+    "ExchangeRate",
     "GpuModel",
     "Image",
     "Instance",

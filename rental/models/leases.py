@@ -12,6 +12,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from rental.models.currency import ONE, RATE_DECIMALS, RATE_DIGITS, billing_currency
+
 
 class Market(models.TextChoices):
     ON_DEMAND = "on_demand", _("On-demand")
@@ -264,6 +266,24 @@ class Instance(models.Model):
     rate_per_hour = models.DecimalField(
         _("rate per instance-hour"), max_digits=12, decimal_places=6
     )
+    # The offering's currency and the exchange rate in force at launch (captured with the
+    # rate by rental.services.exchange): billing converts with these, never today's rate.
+    currency = models.CharField(_("currency"), max_length=3, default=billing_currency)
+    exchange_rate = models.DecimalField(
+        _("exchange rate at launch"),
+        max_digits=RATE_DIGITS,
+        decimal_places=RATE_DECIMALS,
+        default=ONE,
+        help_text=_("Units of the currency per unit of the billing currency (1 when the same)."),
+    )
+    exchange_rate_ref = models.ForeignKey(
+        "rental.ExchangeRate",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,
+    )
     # When this instance's launch began: the lease's start, or the replacement or resume
     # of its instance. The provisioning timeout (L2) counts from here.
     provisioning_since = models.DateTimeField(_("provisioning since"), null=True, blank=True)
@@ -335,6 +355,22 @@ class UsageRecord(models.Model):
     start = models.DateTimeField(_("start"), db_index=True)
     end = models.DateTimeField(_("end"), null=True, blank=True, db_index=True)
     rate = models.DecimalField(_("rate per GPU-hour"), max_digits=12, decimal_places=6)
+    # Copied from the instance: the rate's currency and the exchange rate captured at launch.
+    currency = models.CharField(_("currency"), max_length=3, default=billing_currency)
+    exchange_rate = models.DecimalField(
+        _("exchange rate at launch"),
+        max_digits=RATE_DIGITS,
+        decimal_places=RATE_DECIMALS,
+        default=ONE,
+    )
+    exchange_rate_ref = models.ForeignKey(
+        "rental.ExchangeRate",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,
+    )
     end_reason = models.CharField(
         _("end reason"), max_length=20, choices=TerminationReason.choices, blank=True
     )

@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from portal import audit
+from portal.errors import InvalidInput
 from portal.models import AuditEvent
 from portal.notifications import notify
 from rental import jobs
@@ -144,7 +145,11 @@ def provision_instance(*, instance_id: int, now: datetime | None = None) -> None
         )
         fail_instance(instance_id=instance_id, message=message, now=now)
         return
-    launching.aim(instance, decision.place)
+    try:
+        launching.aim(instance, decision.place, now=now)
+    except InvalidInput as no_rate:  # its currency has no exchange rate in force
+        fail_instance(instance_id=instance_id, message=no_rate.message, now=now)
+        return
     try:
         cloud = provider_for(instance).launch(
             launch_spec(instance), idempotency_key=instance.idempotency_key
@@ -543,6 +548,9 @@ def mark_running(instance: Instance, cloud: CloudInstance, *, now: datetime) -> 
         gpu_count=instance.gpu_count,
         start=now,
         rate=(instance.rate_per_hour / instance.gpu_count).quantize(Decimal("0.000001")),
+        currency=instance.currency,
+        exchange_rate=instance.exchange_rate,
+        exchange_rate_ref_id=instance.exchange_rate_ref_id,
     )
     audit.record(
         actor=None,

@@ -5,6 +5,7 @@ when it gives up. The decisions themselves are rental.services.failover's."""
 from datetime import datetime
 
 from django.conf import settings
+from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from rental import selectors
@@ -17,6 +18,7 @@ from rental.models import (
     Pool,
     Reservation,
 )
+from rental.services import exchange
 from rental.services.failover import (
     Attempt,
     GiveUp,
@@ -79,6 +81,7 @@ def launch_places(instance: Instance) -> list[Place]:
             account__is_active=True,
         ).exclude(pk=chosen.pk)
         if offering.price_per_hour(instance.market) is not None
+        and exchange.can_price(offering.currency, timezone.now())
         and (lease.image is None or image_for(lease, offering) is not None)
     ]
     return places_in_order(
@@ -115,14 +118,18 @@ def record_attempt(
     )
 
 
-def aim(instance: Instance, place: Place) -> None:
-    """Point the row at ``place`` before its launch: offering, account, region, zone and
-    the rate captured at launch (B1) follow the place."""
+def aim(instance: Instance, place: Place, *, now: datetime) -> None:
+    """Point the row at ``place`` before its launch: offering, account, region, zone, the
+    rate captured at launch (B1) and, for an offering priced in another currency, the
+    exchange rate in force now (rental.services.exchange) follow the place. Raises
+    InvalidInput naming the currency when no rate for it is in force."""
     if (instance.offering_id, instance.account_id, instance.zone) == (
         place.offering_id,
         place.account_id,
         place.zone,
     ):
+        exchange.capture(instance, instance.offering, at=now)
+        instance.save(update_fields=exchange.CAPTURED_FIELDS)
         return
     offering = Offering.objects.select_related("account").get(pk=place.offering_id)
     instance.offering = offering
@@ -130,7 +137,17 @@ def aim(instance: Instance, place: Place) -> None:
     instance.region = offering.region
     instance.zone = place.zone
     instance.rate_per_hour = selectors.rate_for(offering, instance.market) * instance.gpu_count
-    instance.save(update_fields=["offering", "account", "region", "zone", "rate_per_hour"])
+    exchange.capture(instance, offering, at=now)
+    instance.save(
+        update_fields=[
+            "offering",
+            "account",
+            "region",
+            "zone",
+            "rate_per_hour",
+            *exchange.CAPTURED_FIELDS,
+        ]
+    )
 
 
 def failure_message(

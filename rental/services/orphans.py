@@ -243,6 +243,7 @@ def adopt_orphan(*, orphan: Orphan, cloud: CloudInstance, now: datetime) -> Rese
     """Adopt a running orphan into a new lease of the project its tags name, billed from
     now. Reported instead (None) when that project or an offering of its type is unknown.
     An adopted lease skips admission: its GPUs already run."""
+    from rental.services import exchange
     from rental.services.instances import mark_running
 
     project = Project.objects.filter(slug=cloud.tag(TAG_PROJECT), is_active=True).first()
@@ -291,6 +292,8 @@ def adopt_orphan(*, orphan: Orphan, cloud: CloudInstance, now: datetime) -> Rese
         tags=dict(cloud.tags),
         claimed_at=now,
     )
+    exchange.capture(instance, offering, at=now)  # adopted: captured as at a launch
+    instance.save(update_fields=exchange.CAPTURED_FIELDS)
     mark_running(instance, cloud, now=now)
     Orphan.objects.filter(pk=orphan.pk).update(status=Orphan.Status.ADOPTED, adopted_into=lease)
     audit.record(

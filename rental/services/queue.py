@@ -178,6 +178,9 @@ def promote(*, lease: Reservation, now: datetime) -> None:
                 gpu_count=record.gpu_count,
                 start=now,
                 rate=record.rate,
+                currency=record.currency,
+                exchange_rate=record.exchange_rate,
+                exchange_rate_ref_id=record.exchange_rate_ref_id,
             )
     audit.record(
         actor=None,

@@ -25,6 +25,7 @@ from rental.localcloud import LocalCloud
 from rental.models import (
     AvailabilityWatch,
     DataVolume,
+    ExchangeRate,
     GpuModel,
     Instance,
     LaunchAttempt,
@@ -400,6 +401,12 @@ def add_rows(tag: str, seed: int, actor) -> None:
     )
     UtilizationSample.objects.create(
         instance=instance, at=NOW, gpu_utilization=[50], memory_used_mb=[1000]
+    )
+    ExchangeRate.objects.create(
+        currency="CNY",
+        units_per_billing_unit=Decimal("7.25") + seed,
+        valid_from=NOW + timedelta(days=seed),
+        source=f"source {tag}",
     )
     LaunchAttempt.objects.create(
         instance=instance,
