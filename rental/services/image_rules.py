@@ -51,3 +51,17 @@ def driver_conflict(
     if _older(offering_driver, image_driver):
         return DriverConflict("driver", image_driver, offering_driver)
     return None
+
+
+_FRAMEWORK = re.compile(r"^\s*([A-Za-z][\w .+-]*?)\s+v?(\d[\w.+-]*)\s*$")
+
+
+def parse_frameworks(text: str) -> dict[str, str]:
+    """'PyTorch 2.5, JupyterLab 4.2' → {"PyTorch": "2.5", "JupyterLab": "4.2"}; parts
+    without a version are left out."""
+    versions = {}
+    for part in (text or "").split(","):
+        match = _FRAMEWORK.match(part)
+        if match:
+            versions[match.group(1)] = match.group(2)
+    return versions

@@ -2,7 +2,12 @@
 
 import pytest
 
-from rental.services.image_rules import DriverConflict, driver_conflict, version_key
+from rental.services.image_rules import (
+    DriverConflict,
+    driver_conflict,
+    parse_frameworks,
+    version_key,
+)
 
 
 @pytest.mark.parametrize(
@@ -54,3 +59,11 @@ def test_it_accepts_what_runs_or_is_not_recorded(image_cuda, offering_cuda):
         )
         is None
     )
+
+
+def test_it_reads_framework_versions_from_text():
+    assert parse_frameworks("PyTorch 2.5, JupyterLab 4, TensorBoard v2.17, CUDA tools") == {
+        "PyTorch": "2.5",
+        "JupyterLab": "4",
+        "TensorBoard": "2.17",
+    }

@@ -69,6 +69,8 @@ def test_it_installs_only_the_chosen_keys(f0, keys, client):
     assert keys["laptop"].public_key in user_data
     assert keys["desktop"].public_key not in user_data
     assert keys["bob"].public_key not in user_data
+    page = client.get(lease.get_absolute_url()).content.decode()
+    assert '<dd id="lease-ssh-keys">laptop</dd>' in page
 
 
 def test_it_refuses_another_users_key_on_its_field(f0, keys, client):
