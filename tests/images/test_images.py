@@ -10,6 +10,7 @@ from django.urls import reverse
 from portal.models import AuditEvent, Notification
 from rental import services, tasks
 from rental.models import Image, Reservation
+from rental.providers.base import CloudImage, ImageState
 from rental.services import images
 from tests import factories
 
@@ -240,3 +241,81 @@ def test_it_refuses_a_duplicate_name_and_a_lease_without_instance(f0c, t0, clien
     response = client.post(url, {"name": "  "}, follow=True)
     assert "Give the image a name" in response.content.decode()
     assert Image.objects.filter(project=f0c.alpha).count() == 1
+
+
+# --- The task's polling, with a scripted driver ----------------------------------------
+
+
+class ScriptedProvider:
+    """Answers CreateImage with a pending image, then describes it as the script says."""
+
+    def __init__(self, states):
+        self.states = list(states)
+        self.created = 0
+
+    def create_image(self, external_id, *, region, name, idempotency_key, tags=()):
+        self.created += 1
+        return CloudImage("ami-0feedface0000001", name, ImageState.PENDING, region)
+
+    def describe_images(self, image_ids, *, region):
+        state = self.states.pop(0)
+        if isinstance(state, Exception):
+            raise state
+        return [CloudImage(image_ids[0], "x", ImageState(state), region, "disk error")]
+
+
+@pytest.fixture
+def pending_image(f0, monkeypatch):
+    from rental.models import Instance
+
+    lease = services.submit_reservation(
+        actor=f0.alice,
+        project=f0.alpha,
+        gpu_model=f0.model,
+        gpu_count=1,
+        duration_hours=2,
+        priority="experiment",
+        market="on_demand",
+    )
+    Instance.objects.filter(reservation=lease).update(external_id="i-0abc", state="running")
+    image = Image.objects.create(
+        name="env",
+        account=f0.account,
+        region="us-east-1",
+        project=f0.alpha,
+        state=Image.State.PENDING,
+        source_instance=lease.instances.get(),
+        created_by=f0.alice,
+        idempotency_key="k-1",
+    )
+    return image
+
+
+def test_it_polls_until_the_cloud_says_available(pending_image, monkeypatch):
+    provider = ScriptedProvider(["pending", "available"])
+    monkeypatch.setattr(images, "get_provider", lambda config: provider)
+    assert images.advance_image(image_id=pending_image.pk) is False  # created, pending
+    assert images.advance_image(image_id=pending_image.pk) is False  # still pending
+    assert images.advance_image(image_id=pending_image.pk) is True
+    pending_image.refresh_from_db()
+    assert (pending_image.state, pending_image.image_id) == ("available", "ami-0feedface0000001")
+    assert provider.created == 1
+
+
+def test_it_fails_the_image_with_the_clouds_reason_and_tells_the_saver(
+    pending_image, monkeypatch, django_capture_on_commit_callbacks
+):
+    from rental.providers.base import ProviderError
+
+    provider = ScriptedProvider([ProviderError("transient", "InternalError"), "failed"])
+    monkeypatch.setattr(images, "get_provider", lambda config: provider)
+    images.advance_image(image_id=pending_image.pk)
+    with pytest.raises(ProviderError):  # retryable: the task tries again
+        images.advance_image(image_id=pending_image.pk)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert images.advance_image(image_id=pending_image.pk) is True
+    pending_image.refresh_from_db()
+    assert (pending_image.state, pending_image.state_message) == ("failed", "disk error")
+    assert Notification.objects.filter(
+        user=pending_image.created_by, subject__contains="could not be saved"
+    ).exists()
