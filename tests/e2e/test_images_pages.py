@@ -71,3 +71,31 @@ def test_it_shows_the_catalog_and_warns_on_the_form(live_server, browser):
     expect(page.locator("#estimate-outcome")).not_to_have_attribute(
         "data-code", "image_needs_newer_driver"
     )
+
+
+def test_it_saves_a_lease_as_an_image_from_its_page(live_server, browser, monkeypatch):
+    from playwright.sync_api import expect
+
+    from rental import jobs
+    from tests.agent.conftest import running_lease
+
+    sent = []
+    monkeypatch.setattr(jobs, "_send", lambda name, *args, **kw: sent.append((name, args)))
+    f0 = factories.fixture_f0()
+    run = running_lease(f0)
+    page = browser.new_page(viewport={"width": 1360, "height": 1000})
+    page.set_default_timeout(15_000)
+    log_in(page, live_server, "alice")
+
+    page.goto(f"{live_server.url}{run.lease.get_absolute_url()}")
+    card = page.locator("#lease-save-image")
+    expect(card).to_contain_text("Save as image")
+    page.fill("#id_image_name", "ranking env")
+    card.screenshot(path=str(screenshot(page, "lease-save-image").with_name("save-card.png")))
+    page.click("#save-image")
+
+    expect(page).to_have_url(f"{live_server.url}/images/")
+    expect(page.locator("#project-images tr[data-state=pending]")).to_contain_text("ranking env")
+    image = Image.objects.get(project=f0.alpha)
+    assert (image.state, image.created_by) == ("pending", f0.alice)
+    assert sent == [("save_image_task", (image.pk,))]
