@@ -12,7 +12,7 @@ from portal import access
 from portal.models import Project
 from portal.templatetags.portal_tags import rate
 from rental import selectors
-from rental.models import GpuModel, Image, Market, Offering, Priority
+from rental.models import GpuModel, Image, Market, Offering, Priority, SshKey
 
 
 class LeaseRequestForm(forms.Form):
@@ -58,6 +58,17 @@ class LeaseRequestForm(forms.Form):
         required=False,
         initial=True,
     )
+    ssh_keys = forms.ModelMultipleChoiceField(
+        label=_("SSH keys installed"),
+        queryset=SshKey.objects.none(),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text=_("Only these keys can log in to the lease's instances."),
+        error_messages={
+            "invalid_choice": _("Only your own SSH keys can be installed on your lease."),
+            "invalid_pk_value": _("Only your own SSH keys can be installed on your lease."),
+        },
+    )
     start_mode = forms.ChoiceField(
         label=_("Start"),
         choices=[("now", _("Start now")), ("later", _("Book for a date and time"))],
@@ -78,6 +89,10 @@ class LeaseRequestForm(forms.Form):
         missing = data.get("start_mode") == "later" and not data.get("start_at")
         if missing and "start_at" not in self.errors:
             self.add_error("start_at", _("Enter when the booking starts."))
+        if self.user_keys and not data.get("ssh_keys") and "ssh_keys" not in self.errors:
+            self.add_error(
+                "ssh_keys", _("Pick at least one key; without one nobody can log in over SSH.")
+            )
         return data
 
     @property
@@ -97,6 +112,10 @@ class LeaseRequestForm(forms.Form):
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.user_keys = list(SshKey.objects.filter(user=user).order_by("name"))
+        self.fields["ssh_keys"].queryset = SshKey.objects.filter(user=user).order_by("name")
+        if not self.is_bound:
+            self.initial.setdefault("ssh_keys", [key.pk for key in self.user_keys])
         member_ids = list(access.roles(user))
         projects = Project.objects.filter(pk__in=member_ids, is_active=True).order_by("name")
         self.fields["project"].queryset = projects
@@ -196,7 +215,11 @@ def _offering_label(offering: Offering, market: str) -> str:
 
 def _image_label(image: Image) -> str:
     cuda = f"CUDA {image.cuda_version}" if image.cuda_version else ""
-    details = " · ".join(part for part in (image.os, cuda, image.frameworks) if part)
+    software = image.frameworks or ", ".join(
+        f"{name} {version}" for name, version in sorted(image.framework_versions.items())
+    )
+    saved = _("saved by %(project)s") % {"project": image.project} if image.project_id else ""
+    details = " · ".join(part for part in (image.os, cuda, software, saved) if part)
     return f"{image.name} ({details})" if details else image.name
 
 

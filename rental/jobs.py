@@ -47,6 +47,11 @@ def terminate_now(instance_id: int) -> None:
     _send("terminate_instance_task", instance_id)
 
 
+def save_image_on_commit(image_id: int) -> None:
+    """Save a lease's instance as an image (CreateImage, then poll until it settles)."""
+    transaction.on_commit(lambda: _send("save_image_task", image_id))
+
+
 def sync_soon() -> None:
     _send("sync_instances_task", countdown=2)
 

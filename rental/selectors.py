@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import Count, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 
 from portal import access
@@ -112,12 +112,25 @@ def fitting_offerings(*, gpu_model: GpuModel | int, gpu_count: int, market: str)
 
 
 def images_for(*, project: Project | int, offering: Offering | None = None) -> QuerySet[Image]:
-    images = Image.objects.filter(is_active=True).filter(
+    """Images a lease of ``project`` may use: active, available site images and the
+    project's own (saved ones appear once the cloud says they are available)."""
+    images = Image.objects.filter(is_active=True, state=Image.State.AVAILABLE).filter(
         Q(project__isnull=True) | Q(project=project)
     )
     if offering is not None:
         images = images.filter(account_id=offering.account_id, region=offering.region)
-    return images.order_by("name")
+    return images.select_related("project").order_by("name")
+
+
+def image_catalog(user) -> QuerySet[Image]:
+    """The image catalog a user sees: site images and their projects' images, in every
+    state (a project image being saved shows as pending), site images first."""
+    images = Image.objects.filter(is_active=True)
+    if not access.sees_everything(user):
+        images = images.filter(Q(project__isnull=True) | Q(project_id__in=list(access.roles(user))))
+    return images.select_related("account", "project", "created_by").order_by(
+        F("project__name").asc(nulls_first=True), "name", "region", "pk"
+    )
 
 
 def requestable_gpu_models(project: Project | int) -> QuerySet[GpuModel]:

@@ -96,3 +96,23 @@ def expire_stopped_leases_task() -> None:
     from rental.services import stop
 
     stop.expire_stopped_leases()
+
+
+@shared_task(bind=True, acks_late=True, max_retries=None)
+def save_image_task(self, image_id: int) -> None:
+    """CreateImage once (the driver's idempotency key), then poll until it settles."""
+    from rental.services import images
+
+    try:
+        settled = images.advance_image(image_id=image_id)
+    except images.ProviderError as exc:
+        settled = False
+        if self.request.retries >= images.MAX_POLLS:
+            images.fail_image(image_id=image_id, message=str(exc))
+            return
+    if settled:
+        return
+    if self.request.retries >= images.MAX_POLLS:
+        images.give_up(image_id=image_id)
+        return
+    raise self.retry(countdown=images.POLL_SECONDS)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from rental import agent_views, capacity_views, views
+from rental import agent_views, capacity_views, image_views, views
 
 app_name = "rental"
 urlpatterns = [
@@ -41,6 +41,8 @@ urlpatterns = [
     path("leases/<int:pk>/stop/", agent_views.lease_stop, name="lease_stop"),
     path("leases/<int:pk>/resume/", agent_views.lease_resume, name="lease_resume"),
     path("leases/<int:pk>/end-stopped/", agent_views.lease_end_stopped, name="lease_end_stopped"),
+    path("images/", image_views.image_list, name="images"),
+    path("leases/<int:pk>/save-image/", image_views.lease_save_image, name="lease_save_image"),
     path("keys/", agent_views.ssh_keys, name="ssh_keys"),
     path("keys/<int:pk>/delete/", agent_views.ssh_key_delete, name="ssh_key_delete"),
     path("approvals/", views.approvals, name="approvals"),

@@ -17,12 +17,13 @@ from django.views.decorators.http import require_POST
 from portal import access
 from portal.errors import DomainError, InvalidInput, QuotaExceeded
 from portal.models import Project
-from rental import agent_views, selectors, services
+from rental import agent_views, image_views, selectors, services
 from rental.forms import DecisionForm, LeaseRequestForm
 from rental.models import Offering, QuotaRequest, Reservation, Tier
 from rental.selectors import QuotaStatus
-from rental.services import extension, quota_requests
+from rental.services import extension, lease_request, quota_requests
 from rental.services.admission import parse_hours, preview_admission, validate_request
+from rental.services.images import check_image_fits
 from rental.services.queue import queue_positions
 from rental.services.reservations import preview_booking
 
@@ -118,6 +119,7 @@ def estimate(form: LeaseRequestForm) -> Estimate:
             market=market,
             image=form.current_image,
         )
+        check_image_fits(form.current_image, offering)
         decision = preview_admission(
             project=project,
             gpu_model=gpu_model,
@@ -228,8 +230,9 @@ def lease_new(request: HttpRequest) -> HttpResponse:
         if form.is_valid():
             data = form.cleaned_data
             try:
-                lease = services.submit_reservation(
+                lease = lease_request.submit_lease(
                     actor=request.user,
+                    ssh_keys=list(data["ssh_keys"]),
                     project=data["project"],
                     gpu_model=data["gpu_model"],
                     gpu_count=data["gpu_count"],
@@ -333,6 +336,7 @@ def _lease_context(request: HttpRequest, pk: int) -> dict[str, Any]:
         "instances": instances,
         "may_end": lease.can_end and may_end_lease(request.user, lease),
         "may_stop": agent_views.may_stop(request.user, lease),
+        "may_save_image": image_views.may_save_image(request.user, lease),
         "polling": lease.status in POLL_WHILE,
         "wait": wait,
         "wait_hint": _wait_hint(lease),

@@ -310,6 +310,7 @@ class OfferingAdmin(admin.ModelAdmin):
         "spot_price_per_hour",
         "currency",
         "price_updated_at",
+        "max_cuda_version",
         "is_available",
     ]
     list_editable = ["is_available"]
@@ -331,11 +332,12 @@ class ImageAdmin(admin.ModelAdmin):
         "cuda_version",
         "frameworks",
         "project",
+        "state",
         "is_active",
     ]
-    list_filter = ["is_active", "account", "region", "os"]
+    list_filter = ["state", "is_active", "account", "region", "os"]
     search_fields = ["name", "image_id", "frameworks", "os"]
     list_select_related = ["account", "project"]
     autocomplete_fields = ["account", "project"]
-    raw_id_fields = ["source_reservation"]
-    readonly_fields = ["created_at"]
+    raw_id_fields = ["source_reservation", "source_instance", "created_by"]
+    readonly_fields = ["created_at", "available_at"]

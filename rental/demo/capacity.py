@@ -13,6 +13,7 @@ from portal.errors import InvalidInput
 from portal.models import Project
 from rental import services
 from rental.models import GpuModel, Image, Pool, ProviderAccount, Quota
+from rental.services.image_rules import parse_frameworks
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,7 @@ def seed_images(account: ProviderAccount) -> list[Image]:
                 "driver_version": driver,
                 "cuda_version": cuda,
                 "frameworks": frameworks,
+                "framework_versions": parse_frameworks(frameworks),
                 "ssh_user": "ubuntu",
             },
         )

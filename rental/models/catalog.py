@@ -2,6 +2,7 @@
 
 from decimal import Decimal
 
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -152,6 +153,18 @@ class Offering(models.Model):
             "Empty: the cloud chooses."
         ),
     )
+    driver_version = models.CharField(
+        _("NVIDIA driver"),
+        max_length=30,
+        blank=True,
+        help_text=_("The driver its hosts run, e.g. 535.183. Empty: unknown, not checked."),
+    )
+    max_cuda_version = models.CharField(
+        _("highest CUDA"),
+        max_length=30,
+        blank=True,
+        help_text=_("The highest CUDA version that driver supports, e.g. 12.2."),
+    )
 
     class Meta:
         ordering = ["gpu_model__name", "gpus_per_instance", "on_demand_price_per_hour"]
@@ -186,6 +199,13 @@ class Offering(models.Model):
 
 
 class Image(models.Model):
+    """A machine image: a site image (no project) or one a project saved from a lease."""
+
+    class State(models.TextChoices):
+        PENDING = "pending", _("Being saved")
+        AVAILABLE = "available", _("Available")
+        FAILED = "failed", _("Failed")
+
     name = models.CharField(_("name"), max_length=120)
     account = models.ForeignKey(
         ProviderAccount,
@@ -194,11 +214,51 @@ class Image(models.Model):
         verbose_name=_("provider account"),
     )
     region = models.CharField(_("region"), max_length=32)
-    image_id = models.CharField(_("image id"), max_length=64)
+    image_id = models.CharField(_("image id"), max_length=64, blank=True)
     os = models.CharField(_("operating system"), max_length=60)
-    driver_version = models.CharField(_("driver"), max_length=30, blank=True)
+    driver_version = models.CharField(
+        _("NVIDIA driver required"),
+        max_length=30,
+        blank=True,
+        help_text=_("The oldest driver its CUDA runs on, e.g. 550.54."),
+    )
     cuda_version = models.CharField(_("CUDA"), max_length=30, blank=True)
-    frameworks = models.CharField(_("frameworks"), max_length=200, blank=True)
+    frameworks = models.CharField(
+        _("software"),
+        max_length=200,
+        blank=True,
+        help_text=_("Free text shown with the image, e.g. 'PyTorch 2.5, JupyterLab 4.2'."),
+    )
+    framework_versions = models.JSONField(
+        _("framework versions"),
+        default=dict,
+        blank=True,
+        help_text=_('Framework → version, e.g. {"PyTorch": "2.5.1", "PaddlePaddle": "2.6.2"}.'),
+    )
+    state = models.CharField(
+        _("state"), max_length=16, choices=State.choices, default=State.AVAILABLE, db_index=True
+    )
+    state_message = models.CharField(_("state detail"), max_length=300, blank=True)
+    # Saved from a lease (project images): which instance, by whom, and the key that makes
+    # the cloud's CreateImage happen once however often its task is delivered.
+    source_instance = models.ForeignKey(
+        "rental.Instance",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="saved_images",
+        verbose_name=_("saved from instance"),
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("saved by"),
+    )
+    idempotency_key = models.CharField(max_length=64, blank=True, editable=False)
+    available_at = models.DateTimeField(_("available since"), null=True, blank=True)
     ssh_user = models.CharField(_("SSH user"), max_length=32, default="ubuntu")
     project = models.ForeignKey(
         "portal.Project",
@@ -224,9 +284,20 @@ class Image(models.Model):
         verbose_name_plural = _("images")
         constraints = [
             models.UniqueConstraint(
-                fields=["account", "region", "image_id"], name="one_image_per_id"
+                fields=["account", "region", "image_id"],
+                condition=~models.Q(image_id=""),
+                name="one_image_per_id",
+            ),
+            models.UniqueConstraint(
+                fields=["project", "name"],
+                condition=models.Q(project__isnull=False),
+                name="one_image_name_per_project",
             ),
         ]
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def is_site_image(self) -> bool:
+        return self.project_id is None

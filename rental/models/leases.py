@@ -190,6 +190,10 @@ class Reservation(models.Model):
         related_name="requeued_as",
         verbose_name=_("re-queued from"),
     )
+    # The requester's keys installed at launch; none recorded: all of the requester's keys.
+    ssh_keys = models.ManyToManyField(
+        "rental.SshKey", blank=True, related_name="+", verbose_name=_("SSH keys")
+    )
     updated_at = models.DateTimeField(_("updated at"), auto_now=True)
 
     class Meta:

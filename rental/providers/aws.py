@@ -34,8 +34,10 @@ from rental.providers.base import (
     MARKET_SPOT,
     TAG_IDEMPOTENCY_KEY,
     AccountConfig,
+    CloudImage,
     CloudInstance,
     CloudState,
+    ImageState,
     LaunchSpec,
     ProviderError,
     ProviderErrorKind,
@@ -295,7 +297,91 @@ class AwsProvider:
             with self._errors():
                 self._client(region).start_instances(InstanceIds=ids)
 
+    def create_image(
+        self,
+        external_id: str,
+        *,
+        region: str,
+        name: str,
+        idempotency_key: str,
+        tags: tuple[tuple[str, str], ...] = (),
+    ) -> CloudImage:
+        """Save the instance's disk as an image (EC2 CreateImage, without a reboot).
+
+        Idempotent: CreateImage takes no client token, so the image is tagged with the
+        key and an image already carrying it is returned without a second CreateImage;
+        EC2's own refusal of a duplicate name (a request whose answer was lost) is
+        answered by the image of that name. Raises ``ProviderError``."""
+        if not idempotency_key:
+            raise ProviderError(ProviderErrorKind.INVALID, "An idempotency key is required.")
+        existing = self._images(region, {f"tag:{TAG_IDEMPOTENCY_KEY}": [idempotency_key]})
+        if existing:
+            return existing[0]
+        all_tags = {**dict(tags), TAG_IDEMPOTENCY_KEY: idempotency_key}
+        try:
+            with self._errors():
+                response = self._client(region).create_image(
+                    InstanceId=external_id,
+                    Name=name[:128],
+                    NoReboot=True,
+                    TagSpecifications=[
+                        {
+                            "ResourceType": "image",
+                            "Tags": [{"Key": k, "Value": v} for k, v in all_tags.items()],
+                        }
+                    ],
+                )
+        except ProviderError as error:
+            if "InvalidAMIName.Duplicate" not in error.message:
+                raise
+            same_name = self._images(region, {"name": [name[:128]]})
+            if not same_name:
+                raise
+            return same_name[0]
+        found = self.describe_images([response["ImageId"]], region=region)
+        if found:
+            return found[0]
+        return CloudImage(
+            image_id=response["ImageId"], name=name, state=ImageState.PENDING, region=region
+        )
+
+    def describe_images(self, image_ids: list[str], *, region: str) -> list[CloudImage]:
+        """The images among ``image_ids`` this account owns, in any state (an
+        ``image-id`` filter, so unknown ids are not an error). Read-only. Raises
+        ``ProviderError``."""
+        ids = list(dict.fromkeys(image_ids))
+        if not ids:
+            return []
+        return self._images(region, {"image-id": ids})
+
     # -- internals --------------------------------------------------------------------
+
+    def _images(self, region: str, filters: Mapping[str, list[str]]) -> list[CloudImage]:
+        with self._errors():
+            response = self._client(region).describe_images(
+                Owners=["self"],
+                Filters=[{"Name": name, "Values": values} for name, values in filters.items()],
+            )
+        return [self._to_cloud_image(raw, region) for raw in response.get("Images", [])]
+
+    @staticmethod
+    def _to_cloud_image(raw: Mapping[str, Any], region: str) -> CloudImage:
+        state = str(raw.get("State", "") or "")
+        if state == "available":
+            image_state = ImageState.AVAILABLE
+        elif state in ("failed", "invalid", "error", "deregistered", "disabled"):
+            image_state = ImageState.FAILED
+        else:
+            image_state = ImageState.PENDING
+        reason = raw.get("StateReason") or {}
+        return CloudImage(
+            image_id=str(raw.get("ImageId", "")),
+            name=str(raw.get("Name", "") or ""),
+            state=image_state,
+            region=region,
+            state_reason=str(reason.get("Message") or reason.get("Code") or ""),
+            tags=tuple(sorted((t["Key"], t["Value"]) for t in raw.get("Tags") or [])),
+        )
 
     def _client(self, region: str) -> Any:
         with self._lock:

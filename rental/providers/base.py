@@ -147,6 +147,26 @@ class CloudInstance:
         return self.tag(TAG_IDEMPOTENCY_KEY)
 
 
+class ImageState(StrEnum):
+    """A machine image's state as the cloud reports it (EC2's vocabulary, simplified)."""
+
+    PENDING = "pending"
+    AVAILABLE = "available"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class CloudImage:
+    """A machine image as the cloud reports it."""
+
+    image_id: str
+    name: str
+    state: ImageState
+    region: str
+    state_reason: str = ""
+    tags: tuple[tuple[str, str], ...] = ()
+
+
 @runtime_checkable
 class Provider(Protocol):
     """What every cloud driver offers. Every method raises ``ProviderError`` on failure."""
@@ -178,4 +198,22 @@ class Provider(Protocol):
 
     def start(self, external_ids: list[str], *, region: str) -> None:
         """Start stopped instances on the same disks; starting a running one is harmless."""
+        ...
+
+    def create_image(
+        self,
+        external_id: str,
+        *,
+        region: str,
+        name: str,
+        idempotency_key: str,
+        tags: tuple[tuple[str, str], ...] = (),
+    ) -> CloudImage:
+        """Save the instance's disk as an image named ``name``; the same key never yields
+        a second image (an image already carrying it is returned)."""
+        ...
+
+    def describe_images(self, image_ids: list[str], *, region: str) -> list[CloudImage]:
+        """The images among ``image_ids`` the cloud knows; a missing id is unknown to the
+        cloud (never an error)."""
         ...

@@ -85,8 +85,9 @@ def launch_spec(instance: Instance) -> LaunchSpec:
         TAG_REQUESTER: lease.requester.get_username(),
     }
     from rental.services import agent
+    from rental.services.keys import keys_for_launch
 
-    keys = [key.public_key.strip() for key in lease.requester.ssh_keys.all()]
+    keys = keys_for_launch(lease)
     user_data = agent.cloud_config(instance, ssh_keys=keys)
     return LaunchSpec(
         region=instance.region,

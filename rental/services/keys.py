@@ -95,3 +95,25 @@ def delete_ssh_key(*, actor, key: SshKey) -> None:
         actor=actor, verb="ssh_key.deleted", obj=key, source="web", before={"name": key.name}
     )
     key.delete()
+
+
+# --- Which keys a lease installs -------------------------------------------------------
+
+
+def check_lease_keys(*, requester, keys: list[SshKey] | None) -> list[SshKey]:
+    """The keys a lease of ``requester`` may install: only their own."""
+    keys = list(keys or [])
+    if any(key.user_id != requester.pk for key in keys):
+        raise InvalidInput(
+            _("Only your own SSH keys can be installed on your lease."), field="ssh_keys"
+        )
+    return keys
+
+
+def keys_for_launch(lease) -> list[str]:
+    """The public keys the lease's instances get in authorized_keys: the keys chosen for
+    the lease; a lease with none recorded (made before the choice, or re-queued) gets all
+    of its requester's keys."""
+    chosen = list(lease.ssh_keys.all())
+    keys = chosen or list(lease.requester.ssh_keys.all())
+    return [key.public_key.strip() for key in keys]

@@ -51,10 +51,18 @@ def image_for(lease: Reservation, offering: Offering) -> Image | None:
             region=offering.region,
             name=image.name,
             is_active=True,
+            state=Image.State.AVAILABLE,
         )
         .order_by("pk")
         .first()
     )
+
+
+def _driver_runs_image(image: Image | None, offering: Offering) -> bool:
+    """Failover never moves a lease to hosts whose driver cannot run its image's CUDA."""
+    from rental.services.images import conflict_message
+
+    return not conflict_message(image, offering)
 
 
 def _view(offering: Offering, market: str) -> OfferingView:
@@ -83,6 +91,7 @@ def launch_places(instance: Instance) -> list[Place]:
         if offering.price_per_hour(instance.market) is not None
         and exchange.can_price(offering.currency, timezone.now())
         and (lease.image is None or image_for(lease, offering) is not None)
+        and _driver_runs_image(lease.image, offering)
     ]
     return places_in_order(
         chosen=_view(chosen, instance.market),
