@@ -207,7 +207,18 @@ def compute_period(
                 result.lines.setdefault(line.project_id, []).append(line)
     for project_lines in result.lines.values():
         project_lines.sort(key=_line_order)
+    _add_storage_lines(result, now=now)
     return result
+
+
+def _add_storage_lines(result: PeriodLines, *, now: datetime) -> None:
+    """B8: each project's storage lines, after its GPU lines."""
+    from billing.storage import storage_lines
+
+    for project_id, lines in storage_lines(
+        start=result.start, end=result.covered_end, now=now
+    ).items():
+        result.lines.setdefault(project_id, []).extend(lines)
 
 
 KIND_ORDER = {

@@ -96,3 +96,28 @@ def expire_stopped_leases_task() -> None:
     from rental.services import stop
 
     stop.expire_stopped_leases()
+
+
+@shared_task(
+    acks_late=True, autoretry_for=(services.LaunchRetry,), max_retries=5, retry_backoff=True
+)
+def create_volume_task(volume_id: int) -> None:
+    from rental.services import volume_cloud
+
+    volume_cloud.create_in_cloud(volume_id)
+
+
+@shared_task(
+    acks_late=True, autoretry_for=(services.LaunchRetry,), max_retries=8, retry_backoff=True
+)
+def attach_volume_task(volume_id: int) -> None:
+    from rental.services import volume_cloud
+
+    volume_cloud.attach_in_cloud(volume_id)
+
+
+@shared_task(acks_late=True, autoretry_for=(services.LaunchRetry,), max_retries=5)
+def delete_volume_task(volume_id: int) -> None:
+    from rental.services import volume_cloud
+
+    volume_cloud.delete_in_cloud(volume_id)

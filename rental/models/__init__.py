@@ -16,6 +16,7 @@ from rental.models.leases import (
     UsageRecord,
     UtilizationSample,
 )
+from rental.models.storage import StorageInterval
 
 __all__ = [
     "AvailabilityWatch",
@@ -34,6 +35,7 @@ __all__ = [
     "QuotaRequest",
     "Reservation",
     "SshKey",
+    "StorageInterval",
     "TerminationReason",
     "Tier",
     "UsageRecord",

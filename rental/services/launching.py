@@ -81,11 +81,14 @@ def launch_places(instance: Instance) -> list[Place]:
         if offering.price_per_hour(instance.market) is not None
         and (lease.image is None or image_for(lease, offering) is not None)
     ]
-    return places_in_order(
+    places = places_in_order(
         chosen=_view(chosen, instance.market),
         others=[_view(offering, instance.market) for offering in others],
         allow_other_types=lease.allow_other_instance_types,
     )
+    from rental.services import volumes
+
+    return volumes.places_for_volume(lease, places)  # a data volume pins the zone
 
 
 def attempts_of(instance_id: int) -> list[Attempt]:
@@ -130,7 +133,10 @@ def aim(instance: Instance, place: Place) -> None:
     instance.region = offering.region
     instance.zone = place.zone
     instance.rate_per_hour = selectors.rate_for(offering, instance.market) * instance.gpu_count
-    instance.save(update_fields=["offering", "account", "region", "zone", "rate_per_hour"])
+    instance.root_disk_gb = offering.root_disk_gb
+    instance.save(
+        update_fields=["offering", "account", "region", "zone", "rate_per_hour", "root_disk_gb"]
+    )
 
 
 def failure_message(
