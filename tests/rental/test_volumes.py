@@ -172,3 +172,31 @@ def test_it_bills_a_stopped_disk_until_it_resumes(f0c, t0):
     [line] = [line for line in lines if line.kind == "storage"]
     # 100 GB × 259,200 s × 0.08 / 2,592,000 = 0.80
     assert line.amount == Decimal("0.80")
+
+
+def test_it_shows_and_creates_volumes_on_the_project_section(
+    f0c, client, django_assert_max_num_queries
+):
+    client.force_login(f0c.alice)
+    url = f"/projects/{f0c.alpha.slug}/volumes/"
+    bad = client.post(url, {"name": "data", "size_gb": "abc", "zone": "us-east-1a"})
+    assert bad.status_code == 400
+    assert "whole number of GB" in bad.content.decode()
+    assert not DataVolume.objects.exists()
+    made = client.post(url, {"name": "data", "size_gb": "50", "zone": "us-east-1a"})
+    assert made.status_code == 200
+    assert DataVolume.objects.get().size_gb == 50
+    for index in range(5):
+        DataVolume.objects.create(
+            project=f0c.alpha,
+            account=f0c.offering.account,
+            name=f"v{index}",
+            zone="us-east-1a",
+            region="us-east-1",
+            size_gb=1,
+        )
+    with django_assert_max_num_queries(12):
+        page = client.get(url)
+    assert page.status_code == 200 and "v4" in page.content.decode()
+    client.force_login(f0c.outsider)
+    assert client.get(url).status_code == 404
