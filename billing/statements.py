@@ -211,6 +211,7 @@ def compute_period(
     for project_lines in result.lines.values():
         project_lines.sort(key=_line_order)
         describe_rates(project_lines, rates)
+    _add_storage_lines(result, now=now)
     return result
 
 
@@ -247,6 +248,16 @@ def _window_exchange(rates: RateTable, row: dict) -> dict:
         "exchange_rate": rate.units_per_billing_unit,
         "exchange_rate_id": rate.pk,
     }
+
+
+def _add_storage_lines(result: PeriodLines, *, now: datetime) -> None:
+    """B8: each project's storage lines, after its GPU lines."""
+    from billing.storage import storage_lines
+
+    for project_id, lines in storage_lines(
+        start=result.start, end=result.covered_end, now=now
+    ).items():
+        result.lines.setdefault(project_id, []).extend(lines)
 
 
 KIND_ORDER = {

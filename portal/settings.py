@@ -463,3 +463,6 @@ CELERY_BEAT_SCHEDULE["expire-stopped-leases"] = {
     "task": "rental.tasks.expire_stopped_leases_task",
     "schedule": 3600.0,
 }
+
+# Data volumes (issue 8.9): the largest volume a member may create, in GB (EBS gp3: 16 TiB).
+PORTAL_VOLUME_MAX_GB = env_int("PORTAL_VOLUME_MAX_GB", 16384)

@@ -64,3 +64,18 @@ def process_due_at(due: datetime) -> None:
     """A nudge at a due time (a notice ending, a reservation starting). The due times are
     rows; the periodic sweep finds them even if this message is lost or a worker restarts."""
     transaction.on_commit(lambda: _send("process_due_task", eta=due))
+
+
+# -- data volumes (rental.services.volume_cloud) ----------------------------------------
+
+
+def create_volume_on_commit(volume_id: int) -> None:
+    transaction.on_commit(lambda: _send("create_volume_task", volume_id))
+
+
+def attach_volume_on_commit(volume_id: int) -> None:
+    transaction.on_commit(lambda: _send("attach_volume_task", volume_id))
+
+
+def delete_volume_on_commit(volume_id: int) -> None:
+    transaction.on_commit(lambda: _send("delete_volume_task", volume_id))

@@ -492,3 +492,77 @@ def exchange_rates() -> list[ExchangeRate]:
             "currency", "valid_from", "pk"
         )
     )
+
+
+# -- storage (B8) and data volumes -------------------------------------------------------
+
+
+def storage_intervals_for_period(
+    *, start: datetime, end: datetime, project_ids: Iterable[int] | None = None
+):
+    """When each data volume and each stopped instance's disk existed and was billable,
+    for those overlapping [start, end), as plain rows in one query: ``id, project_id, kind,
+    volume_id, instance_id, size_gb, rate_per_gb_month, start, end, name, reservation_id``
+    (``name``: the volume's name or the instance's cloud id)."""
+    from django.db.models import F
+    from django.db.models.functions import Coalesce as Coalesced
+
+    from rental.models import StorageInterval
+
+    rows = StorageInterval.objects.filter(start__lt=end).filter(
+        Q(end__isnull=True) | Q(end__gt=start)
+    )
+    if project_ids is not None:
+        rows = rows.filter(project_id__in=list(project_ids))
+    return (
+        rows.annotate(
+            name=Coalesced(F("volume__name"), F("instance__external_id")),
+            reservation_id=F("instance__reservation_id"),
+        )
+        .order_by("start", "id")
+        .values_list(
+            "id",
+            "project_id",
+            "kind",
+            "volume_id",
+            "instance_id",
+            "size_gb",
+            "rate_per_gb_month",
+            "start",
+            "end",
+            "name",
+            "reservation_id",
+            named=True,
+        )
+    )
+
+
+def project_volumes(project: Project | int):
+    """A project's data volumes (deleted ones left out) with where each is attached and
+    the lease that holds it, in a fixed number of queries."""
+    from django.db.models import Prefetch
+
+    from rental.models import DataVolume
+
+    holding = Reservation.objects.exclude(status__in=Reservation.FINAL).order_by("pk")
+    return (
+        DataVolume.objects.filter(project=project)
+        .exclude(state=DataVolume.State.DELETED)
+        .select_related("attached_instance__reservation", "account")
+        .prefetch_related(Prefetch("leases", queryset=holding, to_attr="holding_leases"))
+        .order_by("name", "pk")
+    )
+
+
+def available_volumes(project: Project | int):
+    """The project's volumes a new lease may pick: available and held by no live lease."""
+    from rental.models import DataVolume
+
+    held = Reservation.objects.exclude(status__in=Reservation.FINAL).filter(
+        data_volume__isnull=False
+    )
+    return (
+        DataVolume.objects.filter(project=project, state=DataVolume.State.AVAILABLE)
+        .exclude(pk__in=held.values("data_volume_id"))
+        .order_by("name", "pk")
+    )

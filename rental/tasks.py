@@ -116,3 +116,28 @@ def save_image_task(self, image_id: int) -> None:
         images.give_up(image_id=image_id)
         return
     raise self.retry(countdown=images.POLL_SECONDS)
+
+
+@shared_task(
+    acks_late=True, autoretry_for=(services.LaunchRetry,), max_retries=5, retry_backoff=True
+)
+def create_volume_task(volume_id: int) -> None:
+    from rental.services import volume_cloud
+
+    volume_cloud.create_in_cloud(volume_id)
+
+
+@shared_task(
+    acks_late=True, autoretry_for=(services.LaunchRetry,), max_retries=8, retry_backoff=True
+)
+def attach_volume_task(volume_id: int) -> None:
+    from rental.services import volume_cloud
+
+    volume_cloud.attach_in_cloud(volume_id)
+
+
+@shared_task(acks_late=True, autoretry_for=(services.LaunchRetry,), max_retries=5)
+def delete_volume_task(volume_id: int) -> None:
+    from rental.services import volume_cloud
+
+    volume_cloud.delete_in_cloud(volume_id)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from rental import agent_views, capacity_views, image_views, views
+from rental import agent_views, capacity_views, image_views, views, volume_views
 
 app_name = "rental"
 urlpatterns = [
@@ -51,6 +51,12 @@ urlpatterns = [
     path("approvals/<int:pk>/reject/", views.lease_reject, name="lease_reject"),
     path("projects/", views.project_list, name="projects"),
     path("projects/<slug:slug>/", views.project_detail, name="project"),
+    path("projects/<slug:slug>/volumes/", volume_views.project_volumes, name="project_volumes"),
+    path(
+        "projects/<slug:slug>/volumes/<int:pk>/delete/",
+        volume_views.volume_delete,
+        name="volume_delete",
+    ),
     path("pools/", capacity_views.pool_list, name="pools"),
     path("pools/<int:pk>/", capacity_views.pool_detail, name="pool"),
     path("panels/leases/", views.panel_leases, name="panel_leases"),

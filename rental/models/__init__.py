@@ -17,6 +17,7 @@ from rental.models.leases import (
     UsageRecord,
     UtilizationSample,
 )
+from rental.models.storage import StorageInterval
 
 __all__ = [
     "AvailabilityWatch",
@@ -36,6 +37,7 @@ __all__ = [
     "QuotaRequest",
     "Reservation",
     "SshKey",
+    "StorageInterval",
     "TerminationReason",
     "Tier",
     "UsageRecord",

@@ -142,6 +142,11 @@ class Offering(models.Model):
     currency = models.CharField(
         _("currency"), max_length=3, choices=Currency.choices, default=Currency.USD
     )
+    root_disk_gb = models.PositiveIntegerField(
+        _("root disk (GB)"),
+        default=100,
+        help_text=_("The instance's root disk; billed as storage while it is stopped (B8)."),
+    )
     price_updated_at = models.DateField(_("price taken on"), default=timezone.now)
     is_available = models.BooleanField(_("available"), default=True)
     zones = models.JSONField(

@@ -29,6 +29,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
+from rental.providers.aws_volumes import AwsVolumes
 from rental.providers.base import (
     MARKET_ON_DEMAND,
     MARKET_SPOT,
@@ -167,7 +168,7 @@ def parse_state_changed_at(transition_reason: str) -> datetime | None:
     return datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
 
 
-class AwsProvider:
+class AwsProvider(AwsVolumes):
     """The ``Provider`` for AWS EC2 and EC2-compatible endpoints.
 
     One boto3 client per region, created on first use and cached on this object; a

@@ -167,6 +167,32 @@ class CloudImage:
     tags: tuple[tuple[str, str], ...] = ()
 
 
+@dataclass(frozen=True)
+class VolumeSpec:
+    """One data volume to create in ``zone`` of ``region``."""
+
+    region: str
+    zone: str
+    size_gb: int
+    tags: tuple[tuple[str, str], ...]
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class CloudVolume:
+    """A volume as the cloud reports it. ``state`` is EC2's: creating, available, in-use,
+    deleting, deleted or error; ``attached_to`` the instance id it is attached to, or ""."""
+
+    volume_id: str
+    state: str
+    region: str
+    zone: str
+    size_gb: int
+    attached_to: str
+    device: str
+    tags: tuple[tuple[str, str], ...]
+
+
 @runtime_checkable
 class Provider(Protocol):
     """What every cloud driver offers. Every method raises ``ProviderError`` on failure."""
@@ -216,4 +242,26 @@ class Provider(Protocol):
     def describe_images(self, image_ids: list[str], *, region: str) -> list[CloudImage]:
         """The images among ``image_ids`` the cloud knows; a missing id is unknown to the
         cloud (never an error)."""
+        ...
+
+    def create_volume(self, spec: VolumeSpec, *, idempotency_key: str) -> CloudVolume:
+        """Create one volume; the same key never yields a second volume."""
+        ...
+
+    def attach_volume(
+        self, volume_id: str, *, instance_id: str, device: str, region: str
+    ) -> CloudVolume:
+        """Attach a volume to an instance; attaching it again to the same one is harmless."""
+        ...
+
+    def detach_volume(self, volume_id: str, *, instance_id: str, region: str) -> None:
+        """Detach a volume; a volume already detached or gone is harmless. Never deletes."""
+        ...
+
+    def describe_volumes(self, volume_ids: list[str], *, region: str) -> list[CloudVolume]:
+        """The volumes among ``volume_ids`` the cloud knows; a missing id is not an error."""
+        ...
+
+    def delete_volume(self, volume_id: str, *, region: str) -> None:
+        """Delete a detached volume (only on a person's explicit request); gone is harmless."""
         ...

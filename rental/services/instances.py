@@ -367,6 +367,7 @@ def terminate_instance(*, instance_id: int, now: datetime | None = None) -> None
                 return
             if ids:
                 Instance.objects.filter(pk=instance_id, external_id="").update(external_id=ids[0])
+        _detach_volumes(instance, provider)
         provider.terminate(ids, region=instance.region)
     except ProviderError as exc:
         logger.warning("terminating instance %s failed: %s", instance_id, exc.kind)
@@ -394,6 +395,19 @@ def _count_terminate_failure(instance: Instance, exc: ProviderError) -> None:
         )
 
 
+def _detach_volumes(instance: Instance, provider: Provider) -> None:
+    from rental.services import volume_cloud
+
+    volume_cloud.detach_before_terminate(instance, provider)
+
+
+def _storage_after_termination(ended: dict[int, datetime]) -> None:
+    """Data volumes are released (never deleted) and stopped disks stop billing (B8)."""
+    from rental.services import volumes
+
+    volumes.instance_ended(ended)
+
+
 def launch_may_be_in_flight(instance: Instance, *, now: datetime) -> bool:
     """Whether a worker may still be waiting for this instance's RunInstances answer: it
     was claimed for launch less than the stale-claim time ago."""
@@ -414,6 +428,7 @@ def mark_terminated(*, instance_id: int, at: datetime, reason: str = "") -> None
     instance.terminated_at = at
     instance.agent_token_hash = ""  # the agent's token dies with the instance
     instance.save()
+    _storage_after_termination({instance.pk: at})
     audit.record(
         actor=None,
         verb="instance.terminated",
@@ -473,6 +488,7 @@ def mark_terminated_many(ended: dict[int, datetime]) -> None:
     Instance.objects.bulk_update(
         instances, ["state", "termination_reason", "terminated_at"], batch_size=1000
     )
+    _storage_after_termination({pk: at for pk, (_reason, at) in why.items()})
     AuditEvent.objects.bulk_create(
         (
             AuditEvent(
@@ -562,6 +578,9 @@ def mark_running(instance: Instance, cloud: CloudInstance, *, now: datetime) -> 
         at=now,
         after={"address": instance.public_address},
     )
+    from rental.services import volumes
+
+    volumes.attach_when_running(instance, now=now)
     locked = Reservation.objects.select_for_update().get(pk=lease.pk)
     if (
         locked.status == Status.PROVISIONING

@@ -93,11 +93,14 @@ def launch_places(instance: Instance) -> list[Place]:
         and (lease.image is None or image_for(lease, offering) is not None)
         and _driver_runs_image(lease.image, offering)
     ]
-    return places_in_order(
+    places = places_in_order(
         chosen=_view(chosen, instance.market),
         others=[_view(offering, instance.market) for offering in others],
         allow_other_types=lease.allow_other_instance_types,
     )
+    from rental.services import volumes
+
+    return volumes.places_for_volume(lease, places)  # a data volume pins the zone
 
 
 def attempts_of(instance_id: int) -> list[Attempt]:
@@ -147,6 +150,7 @@ def aim(instance: Instance, place: Place, *, now: datetime) -> None:
     instance.zone = place.zone
     instance.rate_per_hour = selectors.rate_for(offering, instance.market) * instance.gpu_count
     exchange.capture(instance, offering, at=now)
+    instance.root_disk_gb = offering.root_disk_gb
     instance.save(
         update_fields=[
             "offering",
@@ -154,6 +158,7 @@ def aim(instance: Instance, place: Place, *, now: datetime) -> None:
             "region",
             "zone",
             "rate_per_hour",
+            "root_disk_gb",
             *exchange.CAPTURED_FIELDS,
         ]
     )

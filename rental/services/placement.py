@@ -41,6 +41,7 @@ def create_instances(reservation: Reservation) -> list[Instance]:
             rate_per_hour=rate * offering.gpus_per_instance,
             ssh_user=reservation.image.ssh_user if reservation.image else "",
             provisioning_since=reservation.start,
+            root_disk_gb=offering.root_disk_gb,
         )
         for _index in range(reservation.instance_count)
     ]

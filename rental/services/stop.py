@@ -18,6 +18,7 @@ from portal import access, audit
 from portal.errors import InvalidTransition, NotPermitted, QuotaExceeded
 from rental import jobs
 from rental.models import Instance, Market, Reservation, TerminationReason
+from rental.services import storage
 from rental.services.admission import admission
 from rental.services.pool import lock_pool
 
@@ -46,12 +47,15 @@ def stop_lease(*, actor, reservation: Reservation, now: datetime | None = None) 
         raise InvalidTransition(_("Only an active lease can be stopped."))
     if lease.market != Market.ON_DEMAND:
         raise InvalidTransition(_("Spot leases cannot be stopped; end them instead."))
-    instances = list(lease.instances.select_for_update().filter(state=State.RUNNING))
+    instances = list(
+        lease.instances.select_for_update().filter(state=State.RUNNING).select_related("offering")
+    )
     for instance in instances:
         instance_services.close_usage(instance, at=now, reason=TerminationReason.USER)
         instance.state = State.STOPPED
         instance.stopped_at = now
         instance.save(update_fields=["state", "stopped_at"])
+    storage.open_disks(instances, project_id=lease.project_id, at=now)  # billed as storage (B8)
     lease.status = Status.STOPPED
     lease.status_message = _("Stopped; the disk is kept. Resume to start it again.")
     lease.save()
@@ -109,6 +113,7 @@ def resume_lease(*, actor, reservation: Reservation, now: datetime | None = None
         instance.provisioning_since = now
         instance.stopped_at = None
         instance.save(update_fields=["state", "claimed_at", "provisioning_since", "stopped_at"])
+    storage.close_disks({instance.pk: now for instance in instances})
     audit.record(
         actor=actor,
         verb="lease.resumed",
