@@ -327,10 +327,12 @@ def _lease_context(request: HttpRequest, pk: int) -> dict[str, Any]:
         positions = queue_positions(lease.gpu_model_id)
         wait = {"position": positions.get(lease.pk), "queued": len(positions)}
     instances = list(lease.instances.prefetch_related("attempts"))
-    agent_views.instance_views(lease, instances)
+    may_connect = access.can_see_connection(request.user, lease)
+    agent_views.instance_views(lease, instances, connection=may_connect)
     return {
         "lease": lease,
         "instances": instances,
+        "may_connect": may_connect,
         "may_end": lease.can_end and may_end_lease(request.user, lease),
         "may_stop": agent_views.may_stop(request.user, lease),
         "polling": lease.status in POLL_WHILE,

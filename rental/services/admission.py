@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 from django.utils.translation import gettext as _
 
-from portal import access, audit
+from portal import access, approvals, audit
 from portal.errors import (
     DomainError,
     InvalidInput,
@@ -427,6 +427,9 @@ def approve_reservation(
     now = now or timezone.now()
     pool = lock_pool(reservation.gpu_model_id)
     reservation = _decidable(actor, reservation)
+    self_approved = approvals.self_approval(
+        actor, requester_id=reservation.requester_id, project=reservation.project_id
+    )
     reservation.approved_by = actor
     reservation.approved_at = now
     reservation.decision_comment = comment.strip()
@@ -460,6 +463,7 @@ def approve_reservation(
             "status": reservation.status,
             "tier": reservation.tier,
             "comment": reservation.decision_comment,
+            **({"self_approved": True} if self_approved else {}),
         },
     )
     notices.decided(reservation, approved=True)
