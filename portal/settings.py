@@ -169,6 +169,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 _redis_url = env_str("REDIS_URL")
+if PRODUCTION and not _redis_url:
+    # Login and API throttle counters must be shared by every worker process; a per-process
+    # cache would multiply the allowed failures by the number of workers.
+    raise ImproperlyConfigured(
+        "REDIS_URL must be set when PORTAL_ENV=production (a shared cache for the login "
+        "and API throttle counters)."
+    )
 CACHES = {
     "default": (
         {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _redis_url}
@@ -187,8 +194,12 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
 # Failed logins allowed per username and per address in LOGIN_THROTTLE_WINDOW seconds.
+# Per account; per address much higher, so one person's typos never lock out the others
+# behind the same proxy (portal.login_throttle). Counted in the shared cache.
 LOGIN_THROTTLE_ATTEMPTS = env_int("LOGIN_THROTTLE_ATTEMPTS", 5)
+LOGIN_THROTTLE_ADDRESS_ATTEMPTS = env_int("LOGIN_THROTTLE_ADDRESS_ATTEMPTS", 50)
 LOGIN_THROTTLE_WINDOW = env_int("LOGIN_THROTTLE_WINDOW", 900)
+AUTHENTICATION_BACKENDS = ["portal.login_throttle.ThrottledModelBackend"]
 
 LANGUAGE_CODE = "en"
 LANGUAGES = [("en", _("English")), ("zh-hans", _("Simplified Chinese"))]
