@@ -122,6 +122,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "portal.middleware.RejectNulBytesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -287,6 +288,8 @@ PORTAL_INSTALLATION_ID = env_str("PORTAL_INSTALLATION_ID", "demo" if not PRODUCT
 if not PORTAL_INSTALLATION_ID:
     raise ImproperlyConfigured("PORTAL_INSTALLATION_ID must name this installation (cloud tags).")
 PORTAL_MAX_LEASE_HOURS = env_int("PORTAL_MAX_LEASE_HOURS", 168)
+# How many requests one person may have waiting (pending approval or queued) at once.
+PORTAL_MAX_PENDING_PER_USER = env_int("PORTAL_MAX_PENDING_PER_USER", 10)
 PORTAL_PREEMPTION_NOTICE_SECONDS = env_int("PORTAL_PREEMPTION_NOTICE_SECONDS", 120)
 PORTAL_MINIMUM_BILLED_SECONDS = env_int("PORTAL_MINIMUM_BILLED_SECONDS", 60)
 # A launch claimed this long ago without a cloud id is taken to be dead and is launched

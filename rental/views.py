@@ -100,6 +100,14 @@ def estimate(form: LeaseRequestForm) -> Estimate:
         "rate_per_hour": per_hour,
         "total": per_hour * hours if per_hour is not None and hours is not None else None,
     }
+    if "gpu_count" in form.too_large:
+        return Estimate(
+            **price,
+            outcome="invalid",
+            title=_("Cannot be sent as it is"),
+            message=_("GPUs: ask for at most %(max)s.") % {"max": form.too_large["gpu_count"]},
+            code="invalid",
+        )
     if project is None or gpu_model is None:
         return Estimate(
             **price,

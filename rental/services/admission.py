@@ -37,7 +37,7 @@ from rental.models import (
     Reservation,
     Tier,
 )
-from rental.services import notices, reclaim, reservations
+from rental.services import notices, pending_limit, reclaim, reservations
 from rental.services.admission_rules import Decision, Standing, decide, needs_approval
 from rental.services.placement import apply_decision
 from rental.services.pool import lock_pool, read_standing
@@ -302,6 +302,7 @@ def submit_reservation(
         raise NotPermitted(
             _("Only members of %(project)s can ask for its GPUs.") % {"project": project}
         )
+    pending_limit.check_pending_limit(actor)
     now = now or timezone.now()
     chosen, image, hours = validate_request(
         project=project,
