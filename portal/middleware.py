@@ -34,3 +34,37 @@ class RejectNulBytesMiddleware:
         if request.path_info.startswith("/api/"):
             return JsonResponse({"code": "invalid", "detail": message}, status=400)
         return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
+
+
+class SessionTimeoutMiddleware:
+    """A session ends after ``PORTAL_SESSION_IDLE_SECONDS`` without a request (sliding) and,
+    however active, ``PORTAL_SESSION_MAX_SECONDS`` after it logged in. The next request is
+    then anonymous: a page redirects to the login, the API answers 401."""
+
+    STARTED, SEEN = "_portal_started", "_portal_seen"
+    TOUCH_EVERY = 60  # seconds; the last-seen time is written at most this often
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        from django.conf import settings
+        from django.contrib.auth import logout
+        from django.utils import timezone
+
+        user = getattr(request, "user", None)
+        if user is not None and user.is_authenticated and hasattr(request, "session"):
+            now = int(timezone.now().timestamp())
+            started = request.session.get(self.STARTED)
+            seen = request.session.get(self.SEEN)
+            if started is None or seen is None:
+                request.session[self.STARTED] = started or now
+                request.session[self.SEEN] = now
+            elif (
+                now - seen > settings.PORTAL_SESSION_IDLE_SECONDS
+                or now - started > settings.PORTAL_SESSION_MAX_SECONDS
+            ):
+                logout(request)
+            elif now - seen >= self.TOUCH_EVERY:
+                request.session[self.SEEN] = now
+        return self.get_response(request)

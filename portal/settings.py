@@ -128,6 +128,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "portal.middleware.SessionTimeoutMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -415,6 +416,11 @@ if PRODUCTION:
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
 SESSION_COOKIE_HTTPONLY = True
+# A session ends after this long without a request (sliding), and after the maximum
+# however active it is (portal.middleware.SessionTimeoutMiddleware).
+PORTAL_SESSION_IDLE_SECONDS = env_int("PORTAL_SESSION_IDLE_SECONDS", 8 * 3600)
+PORTAL_SESSION_MAX_SECONDS = env_int("PORTAL_SESSION_MAX_SECONDS", 24 * 3600)
+SESSION_COOKIE_AGE = PORTAL_SESSION_MAX_SECONDS
 X_FRAME_OPTIONS = "DENY"
 
 LOGGING = {
