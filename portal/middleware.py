@@ -68,3 +68,13 @@ class SessionTimeoutMiddleware:
             elif now - seen >= self.TOUCH_EVERY:
                 request.session[self.SEEN] = now
         return self.get_response(request)
+
+
+def start_session_clock(sender: object, request: HttpRequest, user: object, **_: object) -> None:
+    """At login (``user_logged_in``): the session's absolute and idle clocks start."""
+    from django.utils import timezone
+
+    if hasattr(request, "session"):
+        now = int(timezone.now().timestamp())
+        request.session[SessionTimeoutMiddleware.STARTED] = now
+        request.session[SessionTimeoutMiddleware.SEEN] = now
