@@ -20,6 +20,7 @@ RUN pip install . \
        PORTAL_INSTALLATION_ID=build \
        DATABASE_URL=sqlite:////tmp/build.sqlite3 \
        CELERY_BROKER_URL=redis://localhost:6379/0 \
+       REDIS_URL=redis://localhost:6379/1 \
        sh -c 'python manage.py compile_translations && python manage.py collectstatic --noinput --verbosity 0' \
     && useradd --system --uid 1000 --home-dir /app portal \
     && mkdir -p /app/var \

@@ -87,13 +87,32 @@ def can_manage(user: User, project: Project | int) -> bool:
 
 
 def can_act_on_lease(user: User, lease: Any) -> bool:
-    """End, extend, stop, resume, cancel or save as image: who may act on a lease."""
-    return can_request_for(user, lease.project_id) or can_manage(user, lease.project_id)
+    """End, extend, stop, resume, cancel or save as image: the engineer who asked for the
+    lease (while still a member), any manager of its project, admins."""
+    if can_manage(user, lease.project_id):
+        return True
+    return lease.requester_id == user.pk and can_request_for(user, lease.project_id)
 
 
 def can_see_connection(user: User, lease: Any) -> bool:
-    """Instance addresses, SSH and Jupyter details: who may connect to a lease."""
-    return can_view_project(user, lease.project_id)
+    """Instance addresses, SSH and Jupyter details: members of the project and admins.
+    Finance reads costs and usage, never where an instance is or how to reach it."""
+    return is_admin(user) or can_request_for(user, lease.project_id)
+
+
+def another_decider_exists(user: User, project: Project | int) -> bool:
+    """Whether someone other than ``user`` could decide the project's requests: another
+    active manager of the project, or an active admin."""
+    from django.contrib.auth import get_user_model
+
+    project_id = project if isinstance(project, int) else project.pk
+    others = Membership.objects.filter(
+        project_id=project_id, role=Membership.Role.MANAGER, user__is_active=True
+    ).exclude(user_id=user.pk)
+    if others.exists():
+        return True
+    admins = get_user_model().objects.filter(is_staff=True, is_active=True)
+    return admins.exclude(pk=user.pk).exists()
 
 
 def scope(queryset: QuerySet[M], user: User, *, project_field: str = "project") -> QuerySet[M]:

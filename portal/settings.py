@@ -122,11 +122,13 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "portal.middleware.RejectNulBytesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "portal.middleware.SessionTimeoutMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -169,6 +171,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 _redis_url = env_str("REDIS_URL")
+if PRODUCTION and not _redis_url:
+    # Login and API throttle counters must be shared by every worker process; a per-process
+    # cache would multiply the allowed failures by the number of workers.
+    raise ImproperlyConfigured(
+        "REDIS_URL must be set when PORTAL_ENV=production (a shared cache for the login "
+        "and API throttle counters)."
+    )
 CACHES = {
     "default": (
         {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _redis_url}
@@ -187,8 +196,12 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
 # Failed logins allowed per username and per address in LOGIN_THROTTLE_WINDOW seconds.
+# Per account; per address much higher, so one person's typos never lock out the others
+# behind the same proxy (portal.login_throttle). Counted in the shared cache.
 LOGIN_THROTTLE_ATTEMPTS = env_int("LOGIN_THROTTLE_ATTEMPTS", 5)
+LOGIN_THROTTLE_ADDRESS_ATTEMPTS = env_int("LOGIN_THROTTLE_ADDRESS_ATTEMPTS", 50)
 LOGIN_THROTTLE_WINDOW = env_int("LOGIN_THROTTLE_WINDOW", 900)
+AUTHENTICATION_BACKENDS = ["portal.login_throttle.ThrottledModelBackend"]
 
 LANGUAGE_CODE = "en"
 LANGUAGES = [("en", _("English")), ("zh-hans", _("Simplified Chinese"))]
@@ -280,6 +293,8 @@ PORTAL_INSTALLATION_ID = env_str("PORTAL_INSTALLATION_ID", "demo" if not PRODUCT
 if not PORTAL_INSTALLATION_ID:
     raise ImproperlyConfigured("PORTAL_INSTALLATION_ID must name this installation (cloud tags).")
 PORTAL_MAX_LEASE_HOURS = env_int("PORTAL_MAX_LEASE_HOURS", 168)
+# How many requests one person may have waiting (pending approval or queued) at once.
+PORTAL_MAX_PENDING_PER_USER = env_int("PORTAL_MAX_PENDING_PER_USER", 10)
 PORTAL_PREEMPTION_NOTICE_SECONDS = env_int("PORTAL_PREEMPTION_NOTICE_SECONDS", 120)
 PORTAL_MINIMUM_BILLED_SECONDS = env_int("PORTAL_MINIMUM_BILLED_SECONDS", 60)
 # A launch claimed this long ago without a cloud id is taken to be dead and is launched
@@ -408,6 +423,11 @@ if PRODUCTION:
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
 SESSION_COOKIE_HTTPONLY = True
+# A session ends after this long without a request (sliding), and after the maximum
+# however active it is (portal.middleware.SessionTimeoutMiddleware).
+PORTAL_SESSION_IDLE_SECONDS = env_int("PORTAL_SESSION_IDLE_SECONDS", 8 * 3600)
+PORTAL_SESSION_MAX_SECONDS = env_int("PORTAL_SESSION_MAX_SECONDS", 24 * 3600)
+SESSION_COOKIE_AGE = PORTAL_SESSION_MAX_SECONDS
 X_FRAME_OPTIONS = "DENY"
 
 LOGGING = {

@@ -5,6 +5,8 @@ from django.urls import include, path
 from portal import views
 from rental import heartbeat
 
+admin.site.login = views.throttled_admin_login(admin.site.login)
+
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("login/", views.LoginView.as_view(), name="login"),

@@ -5,7 +5,6 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.core.cache import cache
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -13,39 +12,46 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from portal import access
+from portal import access, login_throttle
 from portal.models import AuditEvent
 
 
-def _throttle_keys(request: HttpRequest) -> list[str]:
-    username = (request.POST.get("username") or "").strip().lower()
-    address = request.META.get("REMOTE_ADDR", "")
-    return [f"login-fail:user:{username}", f"login-fail:addr:{address}"]
-
-
 class LoginView(auth_views.LoginView):
-    """Django's login with a limit on failed attempts per username and per address."""
+    """Django's login; a locked account or address is answered 429 with a clear message
+    (the counting itself is in ``portal.login_throttle``, for the admin's login too)."""
 
     template_name = "portal/login.html"
     redirect_authenticated_user = True
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        keys = _throttle_keys(request)
-        if any(cache.get(key, 0) >= settings.LOGIN_THROTTLE_ATTEMPTS for key in keys):
-            form = self.get_form()
-            form.errors.clear()
-            form.add_error(None, _("Too many failed logins. Try again in a few minutes."))
-            return self.render_to_response(self.get_context_data(form=form), status=429)
+        if login_throttle.blocked(request, request.POST.get("username", "")):
+            return too_many_logins(self, request)
         return super().post(request, *args, **kwargs)
 
-    def form_invalid(self, form: Any) -> HttpResponse:
-        for key in _throttle_keys(self.request):
-            cache.add(key, 0, settings.LOGIN_THROTTLE_WINDOW)
-            try:
-                cache.incr(key)
-            except ValueError:
-                cache.set(key, 1, settings.LOGIN_THROTTLE_WINDOW)
-        return super().form_invalid(form)
+
+def too_many_logins(view: Any, request: HttpRequest) -> HttpResponse:
+    form = view.get_form()
+    form.errors.clear()
+    form.add_error(None, _("Too many failed logins. Try again in a few minutes."))
+    return view.render_to_response(view.get_context_data(form=form), status=429)
+
+
+def throttled_admin_login(admin_login: Any) -> Any:
+    """``/admin/login/`` answers a locked account or address with 429 like our own page."""
+
+    def login(request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+        if request.method == "POST" and login_throttle.blocked(
+            request, request.POST.get("username", "")
+        ):
+            return render(
+                request,
+                "portal/login.html",
+                {"form": None, "throttled": True, "next": request.GET.get("next", "")},
+                status=429,
+            )
+        return admin_login(request, extra_context)
+
+    return login
 
 
 @login_required

@@ -64,13 +64,14 @@ def may_stop(user: Any, lease: Reservation) -> bool:
     return access.can_act_on_lease(user, lease)
 
 
-def instance_views(lease: Reservation, instances: list[Instance]) -> None:
-    """Attach to each instance what the lease page shows about it (``instance.agent``)."""
+def instance_views(lease: Reservation, instances: list[Instance], *, connection: bool) -> None:
+    """Attach to each instance what the lease page shows about it (``instance.agent``);
+    the commands to connect only for those who may connect (``access.can_see_connection``)."""
     for instance in instances:
         view = InstanceView(chart_id=f"utilization-data-{instance.pk}")
         host = instance.public_address
         user = instance.ssh_user or (lease.image.ssh_user if lease.image else "ubuntu")
-        if host and instance.state == Instance.State.RUNNING:
+        if connection and host and instance.state == Instance.State.RUNNING:
             target = f"{user}@{host}"
             view.ssh = f"ssh {target}"
             if image_has(lease, "jupyter"):

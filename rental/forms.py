@@ -137,6 +137,7 @@ class LeaseRequestForm(forms.Form):
         if not self.is_bound:
             self.initial["project"] = self.current_project
             self.initial["gpu_model"] = self.current_gpu_model
+        self.too_large: dict[str, int] = {}
         self.current_gpu_count = self._int("gpu_count", 1)
         self.current_market = self._choice("market", Market.values, Market.ON_DEMAND)
         self.current_priority = self._choice("priority", Priority.values, Priority.EXPERIMENT)
@@ -186,6 +187,12 @@ class LeaseRequestForm(forms.Form):
         try:
             value = int(self._raw(name))
         except ValueError:
+            return default
+        limit = self.fields[name].max_value
+        if limit is not None and value > limit:
+            # Past the field's limit (a huge number would overflow the database's integer):
+            # the preview says so instead of computing anything with it.
+            self.too_large[name] = limit
             return default
         return value if value >= 1 else default
 

@@ -101,6 +101,14 @@ def estimate(form: LeaseRequestForm) -> Estimate:
         "rate_per_hour": per_hour,
         "total": per_hour * hours if per_hour is not None and hours is not None else None,
     }
+    if "gpu_count" in form.too_large:
+        return Estimate(
+            **price,
+            outcome="invalid",
+            title=_("Cannot be sent as it is"),
+            message=_("GPUs: ask for at most %(max)s.") % {"max": form.too_large["gpu_count"]},
+            code="invalid",
+        )
     if project is None or gpu_model is None:
         return Estimate(
             **price,
@@ -330,10 +338,12 @@ def _lease_context(request: HttpRequest, pk: int) -> dict[str, Any]:
         positions = queue_positions(lease.gpu_model_id)
         wait = {"position": positions.get(lease.pk), "queued": len(positions)}
     instances = list(lease.instances.prefetch_related("attempts"))
-    agent_views.instance_views(lease, instances)
+    may_connect = access.can_see_connection(request.user, lease)
+    agent_views.instance_views(lease, instances, connection=may_connect)
     return {
         "lease": lease,
         "instances": instances,
+        "may_connect": may_connect,
         "may_end": lease.can_end and may_end_lease(request.user, lease),
         "may_stop": agent_views.may_stop(request.user, lease),
         "may_save_image": image_views.may_save_image(request.user, lease),

@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 from django.utils.translation import gettext as _
 
-from portal import access, audit
+from portal import access, approvals, audit
 from portal.errors import (
     DomainError,
     InvalidInput,
@@ -37,7 +37,7 @@ from rental.models import (
     Reservation,
     Tier,
 )
-from rental.services import notices, reclaim, reservations
+from rental.services import notices, pending_limit, reclaim, reservations
 from rental.services.admission_rules import Decision, Standing, decide, needs_approval
 from rental.services.placement import apply_decision
 from rental.services.pool import lock_pool, read_standing
@@ -302,6 +302,7 @@ def submit_reservation(
         raise NotPermitted(
             _("Only members of %(project)s can ask for its GPUs.") % {"project": project}
         )
+    pending_limit.check_pending_limit(actor)
     now = now or timezone.now()
     chosen, image, hours = validate_request(
         project=project,
@@ -427,6 +428,9 @@ def approve_reservation(
     now = now or timezone.now()
     pool = lock_pool(reservation.gpu_model_id)
     reservation = _decidable(actor, reservation)
+    self_approved = approvals.self_approval(
+        actor, requester_id=reservation.requester_id, project=reservation.project_id
+    )
     reservation.approved_by = actor
     reservation.approved_at = now
     reservation.decision_comment = comment.strip()
@@ -460,6 +464,7 @@ def approve_reservation(
             "status": reservation.status,
             "tier": reservation.tier,
             "comment": reservation.decision_comment,
+            **({"self_approved": True} if self_approved else {}),
         },
     )
     notices.decided(reservation, approved=True)

@@ -57,12 +57,10 @@ def end_reservation(
 ) -> Reservation:
     """End a lease: a waiting one is cancelled; a running one's usage closes at ``now`` and
     its instances are terminated by the worker. Ending twice is refused, never billed twice."""
-    if actor is not None and not (
-        access.can_request_for(actor, reservation.project)
-        or access.can_manage(actor, reservation.project)
-    ):
+    if actor is not None and not access.can_act_on_lease(actor, reservation):
         raise NotPermitted(
-            _("Only members of %(project)s can end its leases.") % {"project": reservation.project}
+            _("Only the engineer who asked for this lease or a manager of %(project)s can end it.")
+            % {"project": reservation.project}
         )
     now = now or timezone.now()
     reservation = Reservation.objects.select_for_update().get(pk=reservation.pk)

@@ -9,7 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from portal import access, audit
+from portal import access, approvals, audit
 from portal.errors import InvalidInput, InvalidTransition, NotPermitted
 from rental import selectors
 from rental.models import Reservation
@@ -34,8 +34,13 @@ def extend_reservation(
 ) -> Reservation:
     """Extend by ``hours``. Within the limits the end moves at once; beyond the auto-approve
     hours the lease keeps running to its old end until a manager approves the new one."""
-    if not access.can_request_for(actor, reservation.project_id):
-        raise NotPermitted(_("Only members of the project can extend its leases."))
+    if not access.can_act_on_lease(actor, reservation):
+        raise NotPermitted(
+            _(
+                "Only the engineer who asked for this lease or a manager of the project "
+                "can extend it."
+            )
+        )
     now = now or timezone.now()
     added = parse_hours(hours)
     pool = lock_pool(reservation.gpu_model_id)
@@ -111,6 +116,9 @@ def decide_extension(
     if lease.extension_until is None or lease.status not in EXTENDABLE:
         raise InvalidTransition(_("No extension of this lease is waiting."))
     wanted = lease.extension_until
+    self_approved = approve and approvals.self_approval(
+        actor, requester_id=lease.requester_id, project=lease.project_id
+    )
     if approve and lease.is_reservation:
         check_window(
             pool,
@@ -133,7 +141,11 @@ def decide_extension(
         source=source,
         at=now,
         before={"end": before.isoformat()},
-        after={"end": lease.end.isoformat(), "comment": comment.strip()},
+        after={
+            "end": lease.end.isoformat(),
+            "comment": comment.strip(),
+            **({"self_approved": True} if self_approved else {}),
+        },
     )
     notices.extension_decided(lease, approved=approve, comment=comment.strip())
     return lease

@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from portal import access, audit
+from portal import access, approvals, audit
 from portal.errors import InvalidInput, InvalidTransition, NotPermitted
 from portal.models import Project
 from rental.models import GpuModel, Quota, QuotaRequest
@@ -109,6 +109,9 @@ def decide_quota_request(
         raise InvalidTransition(_("This request is already decided."))
     if not approve and not comment.strip():
         raise InvalidInput(_("Say why the request is rejected."), field="comment")
+    self_approved = approve and approvals.self_approval(
+        actor, requester_id=request.requested_by_id, project=request.project_id
+    )
     before: dict = {}
     if approve:
         quota = Quota.objects.filter(
@@ -145,6 +148,7 @@ def decide_quota_request(
             "guaranteed": request.guaranteed,
             "ceiling": request.ceiling,
             "comment": request.decision_comment,
+            **({"self_approved": True} if self_approved else {}),
         },
     )
     notices.quota_change_decided(request, approved=approve)

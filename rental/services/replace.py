@@ -22,7 +22,7 @@ def replace_instance(*, actor, instance: Instance, now: datetime | None = None) 
 
     now = now or timezone.now()
     lease = Reservation.objects.select_for_update().get(pk=instance.reservation_id)
-    if not (actor.pk == lease.requester_id or access.can_manage(actor, lease.project)):
+    if not access.can_act_on_lease(actor, lease):
         raise NotPermitted(_("Only the requester or a manager can replace this instance."))
     old = Instance.objects.select_for_update().get(pk=instance.pk)
     if lease.status != Reservation.Status.ACTIVE or old.state != Instance.State.RUNNING:

@@ -141,8 +141,10 @@ def reschedule_reservation(
 ) -> Reservation:
     """Move or resize a scheduled booking. R2 is checked without its own old window; a
     refused change leaves the lease exactly as it was. A started one cannot move (R3)."""
-    if not access.can_request_for(actor, reservation.project_id):
-        raise NotPermitted(_("Only members of the project can change its bookings."))
+    if not access.can_act_on_lease(actor, reservation):
+        raise NotPermitted(
+            _("Only the engineer who booked it or a manager of the project can change a booking.")
+        )
     now = now or timezone.now()
     pool = lock_pool(reservation.gpu_model_id)
     lease = Reservation.objects.select_for_update().get(pk=reservation.pk)

@@ -27,11 +27,12 @@ State = Instance.State
 
 
 def _check_actor(actor, lease: Reservation) -> None:
-    if not (
-        access.can_request_for(actor, lease.project) or access.can_manage(actor, lease.project)
-    ):
+    if not access.can_act_on_lease(actor, lease):
         raise NotPermitted(
-            _("Only members of %(project)s can stop or resume its leases.")
+            _(
+                "Only the engineer who asked for this lease or a manager of %(project)s "
+                "can stop or resume it."
+            )
             % {"project": lease.project}
         )
 

@@ -33,6 +33,7 @@ PRODUCTION = {
     "ALLOWED_HOSTS": "gpu.example.com",
     "PORTAL_INSTALLATION_ID": "acme",
     "DATABASE_URL": os.environ["DATABASE_URL"],
+    "REDIS_URL": "redis://127.0.0.1:6379/1",
 }
 
 
@@ -52,6 +53,13 @@ def test_it_refuses_production_without_encryption_keys():
     result = manage("check", **{**PRODUCTION, "PORTAL_ENCRYPTION_KEYS": ""})
     assert result.returncode != 0
     assert "PORTAL_ENCRYPTION_KEYS must be set" in result.stderr
+
+
+def test_it_refuses_production_without_a_shared_cache():
+    # The login throttle's counters would otherwise live in each worker process.
+    result = manage("check", **{**PRODUCTION, "REDIS_URL": ""})
+    assert result.returncode != 0
+    assert "REDIS_URL must be set" in result.stderr
 
 
 def test_it_fails_loudly_on_a_bad_value():

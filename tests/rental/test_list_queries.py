@@ -42,7 +42,8 @@ def add_leases(f0, how_many: int) -> None:
         "billing:panel_spend",
     ],
 )
-def test_it_keeps_list_queries_flat(f0, client, name):
+def test_it_keeps_list_queries_flat(f0, client, name, settings):
+    settings.PORTAL_MAX_PENDING_PER_USER = 1000  # one requester files every waiting lease
     Quota.objects.filter(project=f0.alpha).update(max_hours_per_lease=8)  # all wait
     Membership.objects.filter(user=f0.alpha_manager).update(role="manager")
     factories.member(f0.alpha_manager, f0.beta, "engineer")
