@@ -30,7 +30,7 @@ def fail(path: str, message: str) -> InvalidInput:
 
 def _mapping(value: Any, path: str, keys: tuple[str, ...], required: tuple[str, ...]) -> dict:
     if not isinstance(value, dict):
-        raise fail(path, _("must be a mapping"))
+        raise fail(path or "document", _("must be a mapping"))
     for key in value:
         if key not in keys:
             raise fail(f"{path}.{key}" if path else str(key), _("unknown key"))
