@@ -14,7 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from billing.models import Statement, StatementLine
+from billing.models import Budget, Statement, StatementLine
 from billing.money import SECONDS_PER_HOUR, gpu_seconds_cost, quantize
 from billing.periods import (  # noqa: F401  (the public names of billed time live here too)
     SECOND,
@@ -317,3 +317,18 @@ def lease_cost(*, reservation_id: int, now: datetime | None = None) -> tuple[int
         seconds += billed * row.gpu_count
         exact += gpu_seconds_cost(billed * row.gpu_count, row.rate, row.exchange_rate)
     return seconds, quantize(exact)
+
+
+def budget_settings(*, project_id: int) -> dict[str, Any] | None:
+    """A project's budget as configuration (amount, cap policy, thresholds), or None."""
+    budget = Budget.objects.filter(project_id=project_id).first()
+    if budget is None:
+        return None
+    return {
+        "monthly_amount": budget.monthly_amount,
+        "cap_policy": budget.cap_policy,
+        "thresholds": sorted(
+            ({"percent": int(t["percent"]), "kind": t["kind"]} for t in budget.thresholds),
+            key=lambda item: (item["kind"], item["percent"]),
+        ),
+    }

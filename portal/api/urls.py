@@ -9,13 +9,14 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from portal.api import me
+from portal.api import config, me
 
 router = DefaultRouter(trailing_slash=False)
 router.include_root_view = False
 
 v1 = [
     path("me", me.me, name="me"),
+    path("projects/<slug:slug>/config", config.project_config, name="project-config"),
 ]
 
 for module in ():  # each app's api.urls, added as they are built

@@ -49,6 +49,11 @@ def check_quota(
             },
             code="guarantees_over_capacity",
             field="guaranteed",
+            figures={
+                "total": others + guaranteed,
+                "bound": bound,
+                "left": max(bound - others, 0),
+            },
         )
 
 
