@@ -47,8 +47,21 @@ def terminate_now(instance_id: int) -> None:
     _send("terminate_instance_task", instance_id)
 
 
-def sync_soon() -> None:
-    _send("sync_instances_task", countdown=2)
+def sync_soon(account_id: int | None = None, region: str = "") -> None:
+    """A sync shortly: of one account and region when named, else the whole fan-out."""
+    if account_id is not None and region:
+        _send("sync_region_task", account_id, region, countdown=2)
+    else:
+        _send("sync_instances_task", countdown=2)
+
+
+def sync_region(account_id: int, region: str) -> None:
+    """One account and region's sync, a task of its own (the periodic sync fans out)."""
+    _send("sync_region_task", account_id, region)
+
+
+def sweep_launches_now() -> None:
+    _send("sweep_launches_task")
 
 
 def admit_queued_on_commit(gpu_model_id: int) -> None:

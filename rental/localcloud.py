@@ -52,6 +52,7 @@ from moto.moto_server.werkzeug_app import (
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from rental.localcloud_describe import fast_describe_instances, without_instances
+from rental.localcloud_tokens import MISMATCH_CODE, MISMATCH_MESSAGE, ClientTokens, TokenMismatch
 
 Environ = dict[str, Any]
 StartResponse = Callable[..., Any]
@@ -198,6 +199,7 @@ class FaultInjector:
         self._held_changed = threading.Condition(self._lock)
         self._hiding: _Hiding | None = None
         self._fast_describe = False
+        self._tokens = ClientTokens()
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         if environ.get("PATH_INFO", "").startswith(MOTO_API_PREFIX):
@@ -215,17 +217,9 @@ class FaultInjector:
             else:
                 fault = self._take_fault(action, params)
         if fault is not None:
-            self._record(action, key_id, fault.status, faulted=True)
-            body = ec2_error_body(fault.code, fault.message)
-            try:
-                reason = HTTPStatus(fault.status).phrase
-            except ValueError:
-                reason = "Error"
-            start_response(
-                f"{fault.status} {reason}",
-                [("Content-Type", "text/xml;charset=UTF-8"), ("Content-Length", str(len(body)))],
+            return self._error(
+                action, key_id, fault.status, fault.code, fault.message, start_response
             )
-            return [body]
 
         statuses: list[int] = []
         answer: list[tuple[str, list[tuple[str, str]]]] = []
@@ -236,11 +230,27 @@ class FaultInjector:
             return lambda data: None  # moto returns its body; it never writes
 
         fast = self._fast_describe and action == "DescribeInstances"
-        body = (
-            fast_describe_instances(params)
-            if fast
-            else b"".join(self._app(environ, recording_start_response))
-        )
+        if action == "RunInstances" and params.get("ClientToken"):
+            with self._tokens.lock:  # one token launches once, as on EC2
+                try:
+                    body = self._tokens.lookup(key_id, params)
+                except TokenMismatch:
+                    return self._error(
+                        action, key_id, 400, MISMATCH_CODE, MISMATCH_MESSAGE, start_response
+                    )
+                if body is not None:
+                    statuses.append(200)
+                    answer.append(("200 OK", [("Content-Type", "text/xml;charset=UTF-8")]))
+                else:
+                    body = b"".join(self._app(environ, recording_start_response))
+                    if statuses and statuses[0] == 200:
+                        self._tokens.remember(key_id, params, body)
+        else:
+            body = (
+                fast_describe_instances(params)
+                if fast
+                else b"".join(self._app(environ, recording_start_response))
+            )
         if fast:
             statuses.append(200)
             answer.append(("200 OK", [("Content-Type", "text/xml;charset=UTF-8")]))
@@ -252,6 +262,27 @@ class FaultInjector:
         headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
         start_response(status, [*headers, ("Content-Length", str(len(body)))])
         self._record(action, key_id, statuses[0] if statuses else 0, faulted=False)
+        return [body]
+
+    def _error(
+        self,
+        action: str,
+        key_id: str,
+        status: int,
+        code: str,
+        message: str,
+        start_response: StartResponse,
+    ) -> Iterable[bytes]:
+        self._record(action, key_id, status, faulted=True)
+        body = ec2_error_body(code, message)
+        try:
+            reason = HTTPStatus(status).phrase
+        except ValueError:
+            reason = "Error"
+        start_response(
+            f"{status} {reason}",
+            [("Content-Type", "text/xml;charset=UTF-8"), ("Content-Length", str(len(body)))],
+        )
         return [body]
 
     def _take_delay(self, action: str) -> _Delay | None:
@@ -357,6 +388,9 @@ class FaultInjector:
     def clear_requests(self) -> None:
         with self._lock:
             self._log.clear()
+
+    def forget_client_tokens(self) -> None:
+        self._tokens.clear()
 
 
 class _QuietRequestHandler(MotoRequestHandler):
@@ -474,6 +508,7 @@ class LocalCloud:
         """Clear faults, access-key checks and the request log, and empty moto's state
         (every instance, volume, tag, … is gone)."""
         self.clear_faults()
+        self._injector.forget_client_tokens()
         request = urllib.request.Request(f"{self.url}{MOTO_API_PREFIX}reset", method="POST")
         with urllib.request.urlopen(request, timeout=30) as response:
             response.read()

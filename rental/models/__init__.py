@@ -3,7 +3,7 @@
 from rental.models.agent import UtilizationRollup
 from rental.models.capacity import AvailabilityWatch, Pool, Quota, QuotaRequest
 from rental.models.catalog import GpuModel, Image, Offering, ProviderAccount
-from rental.models.launch import LaunchAttempt, Orphan
+from rental.models.launch import LaunchAttempt, Orphan, RegionSync
 from rental.models.leases import (
     DataVolume,
     Instance,
@@ -32,6 +32,7 @@ __all__ = [
     "ProviderAccount",
     "Quota",
     "QuotaRequest",
+    "RegionSync",
     "Reservation",
     "SshKey",
     "TerminationReason",
