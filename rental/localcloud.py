@@ -3,7 +3,8 @@
 moto's server runs in a background thread on 127.0.0.1, wrapped in a small WSGI middleware
 that can answer EC2 Query actions with injected errors (in EC2's own XML error format, so
 boto3 raises exactly the ``ClientError`` it would raise against AWS), can refuse requests
-signed with unknown access keys, and records every request it sees.
+signed with unknown access keys, and records every request it sees. A RunInstances
+ClientToken is honoured as EC2 does (rental.localcloud_tokens).
 
     cloud = start()                       # cloud.url == "http://127.0.0.1:<port>"
     cloud.inject(action="RunInstances", code="InsufficientInstanceCapacity", times=2)
@@ -211,11 +212,19 @@ class FaultInjector:
         delay = self._take_delay(action)
         if delay is not None and delay.when == "before":
             self._hold(action, delay.seconds)  # an injected error is answered late too
+        tokened = action == "RunInstances" and bool(params.get("ClientToken"))
         with self._lock:
             if self._allowed_keys is not None and key_id not in self._allowed_keys:
                 fault: _Fault | None = _Fault(action, "AuthFailure", _AUTH_FAILURE_MESSAGE, 401, 1)
             else:
                 fault = self._take_fault(action, params)
+        if (
+            fault
+            and tokened
+            and fault.code != "AuthFailure"
+            and self._tokens.refused(key_id, params)
+        ):
+            fault = _Fault(action, MISMATCH_CODE, MISMATCH_MESSAGE, 400, 1)
         if fault is not None:
             return self._error(
                 action, key_id, fault.status, fault.code, fault.message, start_response
@@ -230,21 +239,21 @@ class FaultInjector:
             return lambda data: None  # moto returns its body; it never writes
 
         fast = self._fast_describe and action == "DescribeInstances"
-        if action == "RunInstances" and params.get("ClientToken"):
-            with self._tokens.lock:  # one token launches once, as on EC2
-                try:
-                    body = self._tokens.lookup(key_id, params)
-                except TokenMismatch:
-                    return self._error(
-                        action, key_id, 400, MISMATCH_CODE, MISMATCH_MESSAGE, start_response
-                    )
-                if body is not None:
-                    statuses.append(200)
-                    answer.append(("200 OK", [("Content-Type", "text/xml;charset=UTF-8")]))
-                else:
-                    body = b"".join(self._app(environ, recording_start_response))
-                    if statuses and statuses[0] == 200:
-                        self._tokens.remember(key_id, params, body)
+        if tokened:
+
+            def launch() -> tuple[bytes, bool]:
+                launched = b"".join(self._app(environ, recording_start_response))
+                return launched, bool(statuses) and statuses[0] == 200
+
+            try:
+                body = self._tokens.run(key_id, params, launch)
+            except TokenMismatch:
+                return self._error(
+                    action, key_id, 400, MISMATCH_CODE, MISMATCH_MESSAGE, start_response
+                )
+            if not statuses:  # the first answer again, nothing launched
+                statuses.append(200)
+                answer.append(("200 OK", [("Content-Type", "text/xml;charset=UTF-8")]))
         else:
             body = (
                 fast_describe_instances(params)
@@ -264,25 +273,12 @@ class FaultInjector:
         self._record(action, key_id, statuses[0] if statuses else 0, faulted=False)
         return [body]
 
-    def _error(
-        self,
-        action: str,
-        key_id: str,
-        status: int,
-        code: str,
-        message: str,
-        start_response: StartResponse,
-    ) -> Iterable[bytes]:
+    def _error(self, action, key_id, status, code, message, start_response) -> list[bytes]:
         self._record(action, key_id, status, faulted=True)
         body = ec2_error_body(code, message)
-        try:
-            reason = HTTPStatus(status).phrase
-        except ValueError:
-            reason = "Error"
-        start_response(
-            f"{status} {reason}",
-            [("Content-Type", "text/xml;charset=UTF-8"), ("Content-Length", str(len(body)))],
-        )
+        reason = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Error"
+        headers = [("Content-Type", "text/xml;charset=UTF-8"), ("Content-Length", str(len(body)))]
+        start_response(f"{status} {reason}", headers)
         return [body]
 
     def _take_delay(self, action: str) -> _Delay | None:
