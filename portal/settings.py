@@ -252,16 +252,22 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
     }
 elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # A message taken by a worker that dies stays invisible for this long (Redis's default
-    # is an hour). Nothing waits on it: the sync re-sends a lost launch or terminate after
-    # PORTAL_LAUNCH_STALE_SECONDS. It must still exceed the longest countdown a retry is
-    # scheduled with (5 minutes, rental.services.retry) or Redis would hand the waiting
-    # retry to a second worker; a redelivered duplicate finds nothing to claim.
+    # is an hour). Nothing waits on it: the launch sweep (below) finds a dead launch from
+    # its row within 30 s, and a redelivered duplicate finds nothing to claim. It must
+    # still exceed the longest countdown a retry is scheduled with (5 minutes,
+    # rental.services.retry) and the longest eta (a spot notice, 2 minutes), or Redis would
+    # hand a waiting message to a second worker before it is due: 6 minutes.
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "visibility_timeout": env_int("PORTAL_BROKER_VISIBILITY_TIMEOUT", 360)
     }
 CELERY_TASK_ALWAYS_EAGER = False
+# A task is acknowledged when it has finished, not when it starts: a worker killed mid-task
+# leaves the message to be delivered again (every task is idempotent: claims by conditional
+# update). A child process that dies is requeued at once (reject on worker lost).
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
+# One message reserved per worker process: a dead worker takes at most one launch down
+# with it, and a long launch never holds others queued behind it.
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TIMEZONE = "UTC"
@@ -273,6 +279,12 @@ CELERY_BEAT_SCHEDULE = {
     "end-expired-leases": {
         "task": "rental.tasks.end_expired_leases_task",
         "schedule": float(env_int("PORTAL_LEASE_CHECK_INTERVAL", 30)),
+    },
+    # L1: launches whose worker died or whose message was lost are sent again from their
+    # rows (rental.services.recovery); no cloud call, a handful of indexed queries.
+    "sweep-launches": {
+        "task": "rental.tasks.sweep_launches_task",
+        "schedule": float(env_int("PORTAL_LAUNCH_SWEEP_INTERVAL", 5)),
     },
     # Due times are rows; this sweep acts on them even after a worker restart (Q8, R4).
     "process-due": {
@@ -297,13 +309,26 @@ PORTAL_MAX_LEASE_HOURS = env_int("PORTAL_MAX_LEASE_HOURS", 168)
 PORTAL_MAX_PENDING_PER_USER = env_int("PORTAL_MAX_PENDING_PER_USER", 10)
 PORTAL_PREEMPTION_NOTICE_SECONDS = env_int("PORTAL_PREEMPTION_NOTICE_SECONDS", 120)
 PORTAL_MINIMUM_BILLED_SECONDS = env_int("PORTAL_MINIMUM_BILLED_SECONDS", 60)
+# Every cloud call is bounded: 2 s to connect, 10 s to read an answer (RunInstances and a
+# describe page answer in 1-3 s on EC2), and no retry inside botocore (the tasks retry
+# with backoff and fail over; a second SDK attempt would double the bound below).
+PORTAL_CLOUD_CONNECT_TIMEOUT = env_int("PORTAL_CLOUD_CONNECT_TIMEOUT", 2)
+PORTAL_CLOUD_READ_TIMEOUT = env_int("PORTAL_CLOUD_READ_TIMEOUT", 10)
+PORTAL_CLOUD_MAX_ATTEMPTS = env_int("PORTAL_CLOUD_MAX_ATTEMPTS", 1)
 # A launch claimed this long ago without a cloud id is taken to be dead and is launched
-# again (the idempotency key finds an instance it did create). A live launch is at most a
-# describe plus a RunInstances, each bounded by the driver's 3 s connect + 30 s read
-# timeouts: 66 s; 90 s leaves a margin, and with the 30 s sync a launch stuck by a dead
-# worker runs again within 2 minutes of its claim (it was 10). Also how long a lease
-# admitted without any claim of its launch waits before the sync sends it again.
-PORTAL_LAUNCH_STALE_SECONDS = env_int("PORTAL_LAUNCH_STALE_SECONDS", 90)
+# again. A live claim makes two cloud calls (the look-up by tag, then RunInstances), each
+# at most 2 + 10 = 12 s: 24 s, so 25 s. The launch sweep runs every 5 s
+# (PORTAL_LAUNCH_SWEEP_INTERVAL), so a launch whose worker died runs again at most
+# 25 + 5 = 30 s after its claim: within one sync period. Taking over a claim that is
+# only slow is harmless: the same attempt reuses its ClientToken at the same place, so
+# the cloud answers with the instance the first call created. Also how long a lease
+# admitted without any claim of its launch (its message lost, or taken by a worker that
+# died) waits before the sweep sends it again.
+PORTAL_LAUNCH_STALE_SECONDS = env_int("PORTAL_LAUNCH_STALE_SECONDS", 25)
+# One account and region's sync is claimed this long (a duplicate delivery skips it): at
+# most ten describe pages of 1,000 plus a describe by id, each bounded as above; a worker
+# that dies mid-sync holds that region back at most this long.
+PORTAL_SYNC_CLAIM_SECONDS = env_int("PORTAL_SYNC_CLAIM_SECONDS", 120)
 # L3: an instance missing from a describe is marked gone only when it has been missing this
 # long and a describe by its id confirms it (EC2 lists a new instance late).
 PORTAL_SYNC_GRACE_SECONDS = env_int("PORTAL_SYNC_GRACE_SECONDS", 60)

@@ -18,6 +18,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from rental.services import agent as agent_services
+from rental.services import ingest
 
 MAX_BODY_BYTES = 512 * 1024
 MAX_GPUS = 16
@@ -245,26 +246,39 @@ def _error(status: int, code: str, detail: str, **extra: str) -> JsonResponse:
     return JsonResponse({"code": code, "detail": detail, **extra}, status=status)
 
 
+def _unknown(token: str) -> bool:
+    return agent_services.instance_for_token(token) is None
+
+
 @csrf_exempt
 @require_POST
 def heartbeat(request: HttpRequest) -> JsonResponse:
+    """One heartbeat: the body is parsed and checked first (no query), then the token,
+    the throttle and the samples go to ``ingest`` in a few queries; a refused body is
+    told apart from an unknown token with one more query, on that path only."""
     now = timezone.now().replace(microsecond=0)
     scheme, _sep, token = request.headers.get("Authorization", "").partition(" ")
-    instance = agent_services.instance_for_token(token.strip()) if scheme == "Bearer" else None
-    if instance is None:
+    token = token.strip()
+    if scheme != "Bearer" or not token:
         return _error(401, "bad_token", "Unknown or revoked agent token.")
-    if len(request.body) > MAX_BODY_BYTES:
-        return _error(400, "too_large", "The heartbeat is too large.")
     try:
-        data = json.loads(request.body)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return _error(400, "invalid", "The body is not JSON.", field="body")
-    try:
+        if len(request.body) > MAX_BODY_BYTES:
+            raise Invalid("body", "The heartbeat is too large.")
+        try:
+            data = json.loads(request.body)
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            raise Invalid("body", "The body is not JSON.") from None
         parsed = parse_heartbeat(data, now=now)
     except Invalid as error:
+        if _unknown(token):
+            return _error(401, "bad_token", "Unknown or revoked agent token.")
+        if error.message == "The heartbeat is too large.":
+            return _error(400, "too_large", error.message)
         return _error(400, "invalid", error.message, field=error.field)
     try:
-        result = agent_services.record_heartbeat(instance=instance, heartbeat=parsed, now=now)
+        result = ingest.ingest(token=token, heartbeat=parsed, now=now)
+    except ingest.BadToken:
+        return _error(401, "bad_token", "Unknown or revoked agent token.")
     except agent_services.NotLive:
         return _error(409, "not_live", "The instance has ended; stop sending.")
     except agent_services.Replay:

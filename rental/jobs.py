@@ -52,8 +52,21 @@ def save_image_on_commit(image_id: int) -> None:
     transaction.on_commit(lambda: _send("save_image_task", image_id))
 
 
-def sync_soon() -> None:
-    _send("sync_instances_task", countdown=2)
+def sync_soon(account_id: int | None = None, region: str = "") -> None:
+    """A sync shortly: of one account and region when named, else the whole fan-out."""
+    if account_id is not None and region:
+        _send("sync_region_task", account_id, region, countdown=2)
+    else:
+        _send("sync_instances_task", countdown=2)
+
+
+def sync_region(account_id: int, region: str) -> None:
+    """One account and region's sync, a task of its own (the periodic sync fans out)."""
+    _send("sync_region_task", account_id, region)
+
+
+def sweep_launches_now() -> None:
+    _send("sweep_launches_task")
 
 
 def admit_queued_on_commit(gpu_model_id: int) -> None:

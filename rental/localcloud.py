@@ -3,7 +3,8 @@
 moto's server runs in a background thread on 127.0.0.1, wrapped in a small WSGI middleware
 that can answer EC2 Query actions with injected errors (in EC2's own XML error format, so
 boto3 raises exactly the ``ClientError`` it would raise against AWS), can refuse requests
-signed with unknown access keys, and records every request it sees.
+signed with unknown access keys, and records every request it sees. A RunInstances
+ClientToken is honoured as EC2 does (rental.localcloud_tokens).
 
     cloud = start()                       # cloud.url == "http://127.0.0.1:<port>"
     cloud.inject(action="RunInstances", code="InsufficientInstanceCapacity", times=2)
@@ -52,6 +53,7 @@ from moto.moto_server.werkzeug_app import (
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from rental.localcloud_describe import fast_describe_instances, without_instances
+from rental.localcloud_tokens import MISMATCH_CODE, MISMATCH_MESSAGE, ClientTokens, TokenMismatch
 
 Environ = dict[str, Any]
 StartResponse = Callable[..., Any]
@@ -198,6 +200,7 @@ class FaultInjector:
         self._held_changed = threading.Condition(self._lock)
         self._hiding: _Hiding | None = None
         self._fast_describe = False
+        self._tokens = ClientTokens()
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         if environ.get("PATH_INFO", "").startswith(MOTO_API_PREFIX):
@@ -209,23 +212,23 @@ class FaultInjector:
         delay = self._take_delay(action)
         if delay is not None and delay.when == "before":
             self._hold(action, delay.seconds)  # an injected error is answered late too
+        tokened = action == "RunInstances" and bool(params.get("ClientToken"))
         with self._lock:
             if self._allowed_keys is not None and key_id not in self._allowed_keys:
                 fault: _Fault | None = _Fault(action, "AuthFailure", _AUTH_FAILURE_MESSAGE, 401, 1)
             else:
                 fault = self._take_fault(action, params)
+        if (
+            fault
+            and tokened
+            and fault.code != "AuthFailure"
+            and self._tokens.refused(key_id, params)
+        ):
+            fault = _Fault(action, MISMATCH_CODE, MISMATCH_MESSAGE, 400, 1)
         if fault is not None:
-            self._record(action, key_id, fault.status, faulted=True)
-            body = ec2_error_body(fault.code, fault.message)
-            try:
-                reason = HTTPStatus(fault.status).phrase
-            except ValueError:
-                reason = "Error"
-            start_response(
-                f"{fault.status} {reason}",
-                [("Content-Type", "text/xml;charset=UTF-8"), ("Content-Length", str(len(body)))],
+            return self._error(
+                action, key_id, fault.status, fault.code, fault.message, start_response
             )
-            return [body]
 
         statuses: list[int] = []
         answer: list[tuple[str, list[tuple[str, str]]]] = []
@@ -236,11 +239,27 @@ class FaultInjector:
             return lambda data: None  # moto returns its body; it never writes
 
         fast = self._fast_describe and action == "DescribeInstances"
-        body = (
-            fast_describe_instances(params)
-            if fast
-            else b"".join(self._app(environ, recording_start_response))
-        )
+        if tokened:
+
+            def launch() -> tuple[bytes, bool]:
+                launched = b"".join(self._app(environ, recording_start_response))
+                return launched, bool(statuses) and statuses[0] == 200
+
+            try:
+                body = self._tokens.run(key_id, params, launch)
+            except TokenMismatch:
+                return self._error(
+                    action, key_id, 400, MISMATCH_CODE, MISMATCH_MESSAGE, start_response
+                )
+            if not statuses:  # the first answer again, nothing launched
+                statuses.append(200)
+                answer.append(("200 OK", [("Content-Type", "text/xml;charset=UTF-8")]))
+        else:
+            body = (
+                fast_describe_instances(params)
+                if fast
+                else b"".join(self._app(environ, recording_start_response))
+            )
         if fast:
             statuses.append(200)
             answer.append(("200 OK", [("Content-Type", "text/xml;charset=UTF-8")]))
@@ -252,6 +271,14 @@ class FaultInjector:
         headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
         start_response(status, [*headers, ("Content-Length", str(len(body)))])
         self._record(action, key_id, statuses[0] if statuses else 0, faulted=False)
+        return [body]
+
+    def _error(self, action, key_id, status, code, message, start_response) -> list[bytes]:
+        self._record(action, key_id, status, faulted=True)
+        body = ec2_error_body(code, message)
+        reason = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Error"
+        headers = [("Content-Type", "text/xml;charset=UTF-8"), ("Content-Length", str(len(body)))]
+        start_response(f"{status} {reason}", headers)
         return [body]
 
     def _take_delay(self, action: str) -> _Delay | None:
@@ -357,6 +384,9 @@ class FaultInjector:
     def clear_requests(self) -> None:
         with self._lock:
             self._log.clear()
+
+    def forget_client_tokens(self) -> None:
+        self._tokens.clear()
 
 
 class _QuietRequestHandler(MotoRequestHandler):
@@ -474,6 +504,7 @@ class LocalCloud:
         """Clear faults, access-key checks and the request log, and empty moto's state
         (every instance, volume, tag, … is gone)."""
         self.clear_faults()
+        self._injector.forget_client_tokens()
         request = urllib.request.Request(f"{self.url}{MOTO_API_PREFIX}reset", method="POST")
         with urllib.request.urlopen(request, timeout=30) as response:
             response.read()

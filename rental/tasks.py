@@ -34,7 +34,26 @@ def terminate_instance_task(self, instance_id: int) -> None:
 
 @shared_task(acks_late=True, ignore_result=True)
 def sync_instances_task() -> None:
-    services.sync_instances()
+    """The periodic sync: fans out one sync_region_task per account and region."""
+    from rental.services import sync
+
+    sync.start_sync()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def sync_region_task(account_id: int, region: str) -> None:
+    """One account in one region; a duplicate delivery finds the region claimed."""
+    from rental.services import sync
+
+    sync.sync_account_region(account_id=account_id, region=region)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def sweep_launches_task() -> None:
+    """Launches whose worker died, or whose message was lost, sent again (L1)."""
+    from rental.services import recovery
+
+    recovery.sweep_launches()
 
 
 @shared_task(acks_late=True, ignore_result=True)

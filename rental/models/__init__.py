@@ -4,7 +4,7 @@ from rental.models.agent import UtilizationRollup
 from rental.models.capacity import AvailabilityWatch, Pool, Quota, QuotaRequest
 from rental.models.catalog import GpuModel, Image, Offering, ProviderAccount
 from rental.models.currency import ExchangeRate
-from rental.models.launch import LaunchAttempt, Orphan
+from rental.models.launch import LaunchAttempt, Orphan, RegionSync
 from rental.models.leases import (
     DataVolume,
     Instance,
@@ -35,6 +35,7 @@ __all__ = [
     "ProviderAccount",
     "Quota",
     "QuotaRequest",
+    "RegionSync",
     "Reservation",
     "SshKey",
     "StorageInterval",

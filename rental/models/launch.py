@@ -98,3 +98,29 @@ class Orphan(models.Model):
 
     def __str__(self) -> str:
         return f"{self.external_id} ({self.get_status_display()})"
+
+
+class RegionSync(models.Model):
+    """The sync of one provider account in one region (L3): each runs as its own task,
+    claimed here so a duplicate delivery never runs the same region twice at once, and
+    its last good sync and error are kept per region (the account shows them together)."""
+
+    account = models.ForeignKey(
+        "rental.ProviderAccount", on_delete=models.CASCADE, related_name="region_syncs"
+    )
+    region = models.CharField(_("region"), max_length=32)
+    claimed_until = models.DateTimeField(_("claimed until"), null=True, blank=True)
+    synced_at = models.DateTimeField(_("last good sync"), null=True, blank=True)
+    sync_error = models.TextField(_("last sync error"), blank=True)
+    sync_failed_at = models.DateTimeField(_("last sync failed at"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["account", "region"]
+        verbose_name = _("region sync")
+        verbose_name_plural = _("region syncs")
+        constraints = [
+            models.UniqueConstraint(fields=["account", "region"], name="one_sync_per_region")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.account_id} {self.region}"

@@ -210,14 +210,19 @@ class AwsProvider(AwsVolumes):
         with self._errors():
             self._client(self._config.default_region).describe_availability_zones()
 
-    def launch(self, spec: LaunchSpec, *, idempotency_key: str) -> CloudInstance:
+    def launch(
+        self, spec: LaunchSpec, *, idempotency_key: str, client_token: str = ""
+    ) -> CloudInstance:
         """Launch exactly one instance for ``idempotency_key`` and return it.
 
         Idempotent: if a non-terminated instance already carries the key's tag it is
         returned and nothing is launched; otherwise RunInstances is sent with the key
-        (first 64 characters) as ``ClientToken``, so a retried request after a lost answer
-        does not launch twice either. The instance and its volumes carry ``spec.tags``,
-        the idempotency-key tag and ``Name``. Spot launches are one-time requests that
+        ``client_token`` (default: the key; first 64 characters) as ``ClientToken``, so a
+        retried request after a lost answer does not launch twice either. EC2 ties a token
+        to its first request's parameters (a reuse with others is
+        IdempotentParameterMismatch), so the caller gives each attempt at another place a
+        token of its own. The instance and its volumes carry ``spec.tags``, the
+        idempotency-key tag and ``Name``. Spot launches are one-time requests that
         terminate on interruption. Raises ``ProviderError``.
         """
         if not idempotency_key:
@@ -229,7 +234,7 @@ class AwsProvider(AwsVolumes):
             return existing
         with self._errors():
             response = self._client(spec.region).run_instances(
-                **self._run_instances_params(spec, idempotency_key)
+                **self._run_instances_params(spec, idempotency_key, client_token)
             )
         instances = response.get("Instances") or []
         if not instances:
@@ -440,7 +445,9 @@ class AwsProvider(AwsVolumes):
                             result.append(instance)
         return result
 
-    def _run_instances_params(self, spec: LaunchSpec, idempotency_key: str) -> dict[str, Any]:
+    def _run_instances_params(
+        self, spec: LaunchSpec, idempotency_key: str, client_token: str = ""
+    ) -> dict[str, Any]:
         tags = dict(spec.tags)
         tags[TAG_IDEMPOTENCY_KEY] = idempotency_key
         if spec.name:
@@ -451,7 +458,7 @@ class AwsProvider(AwsVolumes):
             "InstanceType": spec.instance_type,
             "MinCount": 1,
             "MaxCount": 1,
-            "ClientToken": idempotency_key[:CLIENT_TOKEN_MAX_LENGTH],
+            "ClientToken": (client_token or idempotency_key)[:CLIENT_TOKEN_MAX_LENGTH],
             "TagSpecifications": [
                 {"ResourceType": "instance", "Tags": tag_list},
                 {"ResourceType": "volume", "Tags": tag_list},

@@ -201,8 +201,13 @@ class Provider(Protocol):
         """Check the credentials with one cheap call; raise ``ProviderError`` if unusable."""
         ...
 
-    def launch(self, spec: LaunchSpec, *, idempotency_key: str) -> CloudInstance:
-        """Launch one instance; the same key never yields a second instance."""
+    def launch(
+        self, spec: LaunchSpec, *, idempotency_key: str, client_token: str = ""
+    ) -> CloudInstance:
+        """Launch one instance; the same key never yields a second instance. The key is
+        the instance's tag, the same for every attempt; ``client_token`` (default: the
+        key) is the request's idempotency token, which the cloud ties to the request's
+        parameters, so each attempt at another place has its own."""
         ...
 
     def describe(self, *, region: str, tag_filter: dict[str, str]) -> list[CloudInstance]:

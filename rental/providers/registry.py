@@ -13,7 +13,15 @@ def get_provider(config: AccountConfig) -> Provider:
     """A new driver for ``config``; raises ``ProviderError`` (kind ``invalid``) for a
     driver name this portal does not know. Makes no network call."""
     if config.driver == "aws":
+        from django.conf import settings
+
         from rental.providers.aws import AwsProvider  # boto3 is loaded only when needed
 
-        return AwsProvider(config)
+        # Bounded calls: what PORTAL_LAUNCH_STALE_SECONDS is sized from (see the settings).
+        return AwsProvider(
+            config,
+            connect_timeout=settings.PORTAL_CLOUD_CONNECT_TIMEOUT,
+            read_timeout=settings.PORTAL_CLOUD_READ_TIMEOUT,
+            max_attempts=settings.PORTAL_CLOUD_MAX_ATTEMPTS,
+        )
     raise ProviderError(ProviderErrorKind.INVALID, f"Unknown provider driver {config.driver!r}.")

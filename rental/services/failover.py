@@ -9,6 +9,7 @@ skips the rest of that account and region; throttling and transient errors retry
 same place after a backoff; bad requests and bad credentials end the launch at once.
 """
 
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -148,3 +149,34 @@ def failure_summary(*, attempts: list[Attempt], started_at: datetime, now: datet
         "minutes": max(1, round((now - started_at).total_seconds() / 60)),
         "kind": max(set(kinds), key=kinds.count) if kinds else "",
     }
+
+
+# Outcomes after which the cloud may have created an instance: accepted, or no answer.
+UNCERTAIN = frozenset({"", ProviderErrorKind.TRANSIENT.value})
+
+
+def attempt_number(*, attempts: list[Attempt], place: Place) -> int:
+    """The number of the call about to be made at ``place`` after ``attempts``: a new one
+    (its index), unless an earlier call at the same place may have created the instance,
+    whose number it takes again. A redelivery of the same call (a worker died before
+    recording it) sees the same attempts, so it gets the same number."""
+    for index, attempt in enumerate(attempts):
+        if attempt.place == place and attempt.kind in UNCERTAIN:
+            return attempt_number(attempts=attempts[:index], place=place)
+    return len(attempts)
+
+
+def client_token(idempotency_key: str, number: int) -> str:
+    """The cloud request token of call ``number`` of the instance keyed ``idempotency_key``.
+
+    EC2 ties a ClientToken to its first request's parameters, so a call at another place
+    needs its own token, while the same call repeated (a lost answer, a dead worker) must
+    reuse it so the cloud returns the instance it created rather than a second one. 64
+    hex characters (EC2's limit), the same for the same key and number on every worker."""
+    return hashlib.sha256(f"{idempotency_key}#{number}".encode()).hexdigest()[:64]
+
+
+def uncertain_places(attempts: list[Attempt]) -> list[Place]:
+    """Where an earlier call may have created the instance (once each, oldest first): a
+    launch about to go elsewhere looks there first, by the instance's tag."""
+    return list(dict.fromkeys(a.place for a in attempts if a.kind in UNCERTAIN))

@@ -42,8 +42,16 @@ from rental.providers.base import (
     ProviderErrorKind,
 )
 from rental.providers.registry import get_provider
-from rental.services import launching, orphans
-from rental.services.failover import Attempt, GiveUp, Place, TryAt, next_try
+from rental.services import launching, orphans, recovery
+from rental.services.failover import (
+    Attempt,
+    GiveUp,
+    Place,
+    TryAt,
+    attempt_number,
+    client_token,
+    next_try,
+)
 
 logger = logging.getLogger(__name__)
 State = Instance.State
@@ -147,14 +155,22 @@ def provision_instance(*, instance_id: int, now: datetime | None = None) -> None
         fail_instance(instance_id=instance_id, message=message, now=now)
         return
     try:
+        earlier = recovery.earlier_launch(instance, attempts, decision.place)
+        if earlier is not None:  # an earlier call elsewhere created it after all
+            place, cloud = earlier
+            launching.aim(instance, place, now=now)
+            record_launch(instance_id=instance_id, cloud=cloud, now=now)
+            return
         launching.aim(instance, decision.place, now=now)
+        number = attempt_number(attempts=attempts, place=decision.place)
+        cloud = provider_for(instance).launch(
+            launch_spec(instance),
+            idempotency_key=instance.idempotency_key,
+            client_token=client_token(instance.idempotency_key, number),
+        )
     except InvalidInput as no_rate:  # its currency has no exchange rate in force
         fail_instance(instance_id=instance_id, message=no_rate.message, now=now)
         return
-    try:
-        cloud = provider_for(instance).launch(
-            launch_spec(instance), idempotency_key=instance.idempotency_key
-        )
     except ProviderError as exc:
         launching.record_attempt(
             instance, decision.place, kind=exc.kind.value, message=exc.message, at=now
@@ -229,7 +245,8 @@ def record_launch(*, instance_id: int, cloud: CloudInstance, now: datetime) -> N
     elif instance.state == State.STOPPING:  # the lease ended while the launch was in flight
         _enqueue_terminate(instance.pk)
     else:
-        transaction.on_commit(_enqueue_sync_soon)
+        pair = (instance.account_id, instance.region)
+        transaction.on_commit(lambda: jobs.sync_soon(*pair))
 
 
 def _link(instance: Instance, cloud: CloudInstance, *, now: datetime) -> None:
@@ -325,10 +342,6 @@ def stop_billing_and_terminate(instance: Instance, *, reason: str, at: datetime)
 
 def _enqueue_terminate(instance_id: int) -> None:
     jobs.terminate_on_commit(instance_id)
-
-
-def _enqueue_sync_soon() -> None:
-    jobs.sync_soon()
 
 
 def finish_if_all_terminated(reservation_id: int) -> None:

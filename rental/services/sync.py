@@ -7,7 +7,6 @@ A provider call is never made inside a database transaction.
 """
 
 import logging
-from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -18,10 +17,10 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from rental import jobs
-from rental.models import Instance, Offering, ProviderAccount, Reservation
+from rental.models import Instance, Offering, ProviderAccount, RegionSync, Reservation
 from rental.providers.base import CloudInstance, CloudState, ProviderError
 from rental.providers.registry import get_provider
-from rental.services import orphans
+from rental.services import orphans, recovery
 from rental.services.instances import (
     _enqueue_provision,
     _enqueue_terminate,
@@ -48,57 +47,135 @@ class SyncRow:
     external_id: str
 
 
-def sync_instances(*, now: datetime | None = None) -> int:
-    """Bring every live instance's state from the cloud (L3): one paginated describe per
-    account and region, never one call per instance. The rows are read before the
-    describe, so the snapshot is never older than the rows compared with it. An account
-    whose sync fails is recorded as such and does not stop the others. Returns the
-    instances changed."""
-    now = now or timezone.now()
-    rows: dict[tuple[int, str], list[SyncRow]] = defaultdict(list)
-    for pk, account_id, region, external_id in Instance.objects.filter(
-        state__in=Instance.LIVE
-    ).values_list("pk", "account_id", "region", "external_id"):
-        rows[(account_id, region)].append(SyncRow(pk, external_id))
-    changed = 0
+def sync_plan() -> list[tuple[int, str]]:
+    """Every (provider account, region) to sync: where a live row is, and every region an
+    active account names or offers (an orphan may run there, L4). Accounts without
+    credentials are left out: nothing can be asked."""
+    pairs = set(
+        Instance.objects.filter(state__in=Instance.LIVE)
+        .order_by()
+        .values_list("account_id", "region")
+        .distinct()
+    )
     accounts = {
         account.pk: account
         for account in ProviderAccount.objects.filter(
-            Q(pk__in={key[0] for key in rows}) | Q(is_active=True)
+            Q(pk__in={pair[0] for pair in pairs}) | Q(is_active=True)
         ).exclude(credentials_encrypted="")
     }
-    # Regions without a live row are described too: an orphan may run there (L4).
     offered = set(
         Offering.objects.filter(account__in=list(accounts)).values_list("account_id", "region")
     )
     for account in accounts.values():
         if account.is_active:
-            for region in {*account.regions, *(r for a, r in offered if a == account.pk)}:
-                rows.setdefault((account.pk, region), [])
-    errors: dict[int, list[str]] = defaultdict(list)
-    for (account_id, region), group in sorted(rows.items()):
-        account = accounts.get(account_id)
-        if account is None:
-            continue  # no credentials: nothing can be asked
-        try:
-            changed += sync_region(account=account, region=region, rows=group, now=now)
-        except ProviderError as exc:
-            errors[account_id].append(f"{region}: {exc.kind}: {exc.message}")
-            logger.warning("sync of account %s in %s failed: %s", account_id, region, exc.kind)
-        except Exception as exc:  # one broken account never blocks the others
-            errors[account_id].append(f"{region}: {type(exc).__name__}")
-            logger.exception("sync of account %s in %s failed", account_id, region)
-    # An account's sync is good only when every one of its regions was.
-    for account_id in {key[0] for key in rows} & set(accounts):
-        if errors[account_id]:
-            ProviderAccount.objects.filter(pk=account_id).update(
-                sync_error="; ".join(errors[account_id])[:1000], sync_failed_at=now
-            )
-        else:
-            ProviderAccount.objects.filter(pk=account_id).update(synced_at=now, sync_error="")
-    _requeue_lost_launches(now)
+            pairs.update((account.pk, region) for region in account.regions)
+            pairs.update(pair for pair in offered if pair[0] == account.pk)
+    plan = sorted(pair for pair in pairs if pair[0] in accounts)
+    # Every region has its row before any of its tasks runs, so an account counts as
+    # synced only once each of its regions has been.
+    RegionSync.objects.bulk_create(
+        [RegionSync(account_id=account_id, region=region) for account_id, region in plan],
+        ignore_conflicts=True,
+    )
+    return plan
+
+
+def start_sync(*, now: datetime | None = None) -> list[tuple[int, str]]:
+    """The periodic sync (L3): one small task per account and region, each isolated (one
+    slow or failing region delays no other), then the launches past their timeout."""
+    now = now or timezone.now()
+    pairs = sync_plan()
+    for account_id, region in pairs:
+        jobs.sync_region(account_id, region)
+    _time_out_launches(now)
+    return pairs
+
+
+def sync_instances(*, now: datetime | None = None) -> int:
+    """One whole tick in this process (tests, the benchmark, ``manage.py``): every account
+    and region in turn, as their tasks would, then the launch sweep and timeouts. Returns
+    the instances changed."""
+    now = now or timezone.now()
+    changed = 0
+    for account_id, region in sync_plan():
+        changed += sync_account_region(account_id=account_id, region=region, now=now) or 0
+    recovery.sweep_launches(now=now)
     changed += _time_out_launches(now)
     return changed
+
+
+def sync_account_region(*, account_id: int, region: str, now: datetime | None = None) -> int | None:
+    """Sync one account in one region, unless another delivery holds its claim (then
+    None). The rows are read before the describe, so the snapshot is never older than the
+    rows compared with it. A failure is recorded for this region and the account; it never
+    reaches another region's task. Returns the instances changed."""
+    now = now or timezone.now()
+    claim = _claim_region(account_id, region, now)
+    if claim is None:
+        return None
+    error, changed = "", 0
+    try:
+        account = ProviderAccount.objects.exclude(credentials_encrypted="").get(pk=account_id)
+        rows = [
+            SyncRow(pk, external_id)
+            for pk, external_id in Instance.objects.filter(
+                state__in=Instance.LIVE, account_id=account_id, region=region
+            ).values_list("pk", "external_id")
+        ]
+        changed = sync_region(account=account, region=region, rows=rows, now=now)
+    except ProviderError as exc:
+        logger.warning("sync of account %s in %s failed: %s", account_id, region, exc.kind)
+        error = f"{exc.kind}: {exc.message}"
+    except Exception as exc:  # a bug or a broken account: recorded, never spread
+        logger.exception("sync of account %s in %s failed", account_id, region)
+        error = type(exc).__name__
+    finally:  # the result and the claim's release in one write (also after a BaseException)
+        _record_region(claim, now=now, error=error)
+    return changed
+
+
+def _claim_region(account_id: int, region: str, now: datetime) -> RegionSync | None:
+    """Claim one region's sync for PORTAL_SYNC_CLAIM_SECONDS (a conditional update: one
+    delivery wins). A worker that dies mid-sync holds it at most that long."""
+    row, _created = RegionSync.objects.get_or_create(account_id=account_id, region=region)
+    until = now + timedelta(seconds=settings.PORTAL_SYNC_CLAIM_SECONDS)
+    won = (
+        RegionSync.objects.filter(pk=row.pk)
+        .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lte=now))
+        .update(claimed_until=until)
+    )
+    if not won:
+        return None
+    row.claimed_until = until
+    return row
+
+
+def _record_region(claim: RegionSync, *, now: datetime, error: str) -> None:
+    """This region's result (releasing its claim), and the account's: good only when
+    none of its regions' last sync failed; its error names every failing region."""
+    result = (
+        {"sync_error": error[:1000], "sync_failed_at": now}
+        if error
+        else {"synced_at": now, "sync_error": ""}
+    )
+    RegionSync.objects.filter(pk=claim.pk, claimed_until=claim.claimed_until).update(
+        claimed_until=None, **result
+    )
+    regions = list(
+        RegionSync.objects.filter(account_id=claim.account_id).values_list(
+            "region", "sync_error", "synced_at"
+        )
+    )
+    failing = [(name, text) for name, text, _at in regions if text]
+    account = ProviderAccount.objects.filter(pk=claim.account_id)
+    if failing:
+        message = "; ".join(f"{name}: {text}" for name, text in failing)
+        account.update(sync_error=message[:1000], sync_failed_at=now)
+    elif all(at is not None for _name, _text, at in regions):
+        # The account's last good sync: when the last of its regions was last good.
+        account.update(synced_at=min(at for _name, _text, at in regions), sync_error="")
+    else:
+        account.update(sync_error="")
 
 
 def _time_out_launches(now: datetime) -> int:
@@ -258,20 +335,3 @@ def apply_gone(*, rows: list[SyncRow], cloud: list[CloudInstance], now: datetime
         changed += _apply_cloud_state(instance, found, now=now, ended=ended)
     mark_terminated_many(ended)
     return changed
-
-
-def _requeue_lost_launches(now: datetime) -> None:
-    """A launch task lost by the broker (or held by a dead worker): requested instances of
-    admitted leases that nobody claimed within the stale-claim time of their admission or
-    of their scheduled retry are sent again (a duplicate would find nothing to claim)."""
-    stale = now - timedelta(seconds=settings.PORTAL_LAUNCH_STALE_SECONDS)
-    lost = (
-        Instance.objects.filter(state=State.REQUESTED, reservation__status=Status.PROVISIONING)
-        .filter(
-            Q(next_attempt_at__isnull=True, reservation__start__lt=stale)
-            | Q(next_attempt_at__lt=stale)
-        )
-        .values_list("pk", flat=True)
-    )
-    for pk in lost:
-        jobs.provision_now(pk)

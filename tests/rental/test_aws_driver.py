@@ -22,6 +22,7 @@ from rental.providers.base import (
     Credentials,
     LaunchSpec,
     ProviderError,
+    ProviderErrorKind,
 )
 from rental.providers.registry import DRIVER_CHOICES, get_provider
 
@@ -100,9 +101,37 @@ def test_it_launches_anew_when_the_keyed_instance_was_terminated(cloud: LocalClo
     first = provider.launch(make_spec(), idempotency_key="lease-42-0")
     provider.terminate([first.external_id], region=REGION)
 
-    second = provider.launch(make_spec(), idempotency_key="lease-42-0")
+    # As on EC2, the same ClientToken would answer with the terminated instance: the
+    # portal's next attempt carries a token of its own (rental.services.failover).
+    second = provider.launch(make_spec(), idempotency_key="lease-42-0", client_token="attempt-1")
 
     assert second.external_id != first.external_id
+
+
+def test_it_answers_a_reused_client_token_with_the_first_instance(cloud: LocalCloud) -> None:
+    provider = make_provider(cloud.url)
+    cloud.hide_new_instances(60)  # the look-up by tag does not see it: only the token helps
+    first = provider.launch(make_spec(), idempotency_key="lease-42-0", client_token="t-0")
+    again = provider.launch(make_spec(), idempotency_key="lease-42-0", client_token="t-0")
+
+    assert again.external_id == first.external_id
+    assert cloud.count("RunInstances") == 2
+    cloud.clear_faults()
+    assert len(provider.describe(region=REGION, tag_filter={})) == 1
+
+
+def test_it_refuses_a_client_token_reused_with_other_parameters(cloud: LocalCloud) -> None:
+    provider = make_provider(cloud.url)
+    cloud.hide_new_instances(60)  # the look-up by tag does not see the first instance
+    provider.launch(make_spec(zone="us-east-1a"), idempotency_key="lease-42-0", client_token="t")
+
+    with pytest.raises(ProviderError) as error:
+        provider.launch(
+            make_spec(zone="us-east-1b"), idempotency_key="lease-42-0", client_token="t"
+        )
+
+    assert error.value.kind == ProviderErrorKind.INVALID
+    assert "IdempotentParameterMismatch" in error.value.message
 
 
 def test_it_records_the_portal_tags_on_the_instance(cloud: LocalCloud) -> None:
