@@ -66,6 +66,9 @@ class Worker:
             "PORTAL_LAUNCH_STALE_SECONDS": "4",
             "PORTAL_BROKER_VISIBILITY_TIMEOUT": "6",
             "PORTAL_SYNC_GRACE_SECONDS": "3",
+            # A worker killed mid-sync holds its region claim; keep it within the test's wait.
+            "PORTAL_SYNC_CLAIM_SECONDS": "5",
+            "PORTAL_LAUNCH_SWEEP_INTERVAL": "1",
         }
         self.log = log
         self.process: subprocess.Popen | None = None
