@@ -1,9 +1,12 @@
 """``/api/v1/…`` and the schema with its offline docs.
 
-Each app adds its endpoints in its own ``api/urls.py``: ``register(router)`` for
+Each app adds its endpoints in its own modules, named in ``API_MODULES`` by their dotted
+path (so portal imports neither rental nor billing): each has ``register(router)`` for
 viewsets and ``urlpatterns`` for anything else. URL names live in the ``api``
 namespace (``api:lease-list``); paths have no trailing slash.
 """
+
+from importlib import import_module
 
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
@@ -19,7 +22,10 @@ v1 = [
     path("projects/<slug:slug>/config", config.project_config, name="project-config"),
 ]
 
-for module in ():  # each app's api.urls, added as they are built
+API_MODULES: tuple[str, ...] = ()
+
+for dotted in API_MODULES:
+    module = import_module(dotted)
     module.register(router)
     v1 += module.urlpatterns
 
