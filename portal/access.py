@@ -131,6 +131,15 @@ def get_visible_or_404(
         raise Http404 from None
 
 
+def get_lease_to_act_on_or_404(queryset: QuerySet[M], user: User, **lookup: Any) -> M:
+    """A lease the user may act on (``can_act_on_lease``); any other is a 404, as an
+    outsider's is, so a reader (finance, another engineer) cannot even try."""
+    lease = get_visible_or_404(queryset, user, **lookup)
+    if not can_act_on_lease(user, lease):
+        raise Http404
+    return lease
+
+
 def get_project_or_404(user: User, slug: str) -> Project:
     try:
         return visible_projects(user).get(slug=slug)

@@ -95,7 +95,7 @@ def instance_views(lease: Reservation, instances: list[Instance], *, connection:
 @login_required
 @require_POST
 def still_using(request: HttpRequest, pk: int, instance_pk: int) -> HttpResponse:
-    lease = access.get_visible_or_404(Reservation.objects.all(), request.user, pk=pk)
+    lease = access.get_lease_to_act_on_or_404(Reservation.objects.all(), request.user, pk=pk)
     instance = get_object_or_404(Instance, pk=instance_pk, reservation=lease)
     try:
         idle.still_using(actor=request.user, instance=instance)
@@ -109,7 +109,7 @@ def still_using(request: HttpRequest, pk: int, instance_pk: int) -> HttpResponse
 @login_required
 @require_POST
 def replace_instance(request: HttpRequest, pk: int, instance_pk: int) -> HttpResponse:
-    lease = access.get_visible_or_404(Reservation.objects.all(), request.user, pk=pk)
+    lease = access.get_lease_to_act_on_or_404(Reservation.objects.all(), request.user, pk=pk)
     instance = get_object_or_404(Instance, pk=instance_pk, reservation=lease)
     try:
         new = replace.replace_instance(actor=request.user, instance=instance)
@@ -125,7 +125,7 @@ def replace_instance(request: HttpRequest, pk: int, instance_pk: int) -> HttpRes
 
 
 def _lease_action(request: HttpRequest, pk: int, action, done: str) -> HttpResponse:
-    lease = access.get_visible_or_404(Reservation.objects.all(), request.user, pk=pk)
+    lease = access.get_lease_to_act_on_or_404(Reservation.objects.all(), request.user, pk=pk)
     try:
         action(actor=request.user, reservation=lease)
     except DomainError as error:

@@ -18,7 +18,6 @@ from portal.errors import DomainError, InvalidInput
 from rental import selectors
 from rental.models import GpuModel, Pool, Quota, QuotaRequest, Reservation
 from rental.services import extension, pools, quota_requests, reservations
-from rental.views import may_end_lease
 
 Status = Reservation.Status
 
@@ -77,12 +76,9 @@ def pool_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _lease_for_member(request: HttpRequest, pk: int) -> Reservation:
-    lease = access.get_visible_or_404(
+    return access.get_lease_to_act_on_or_404(
         Reservation.objects.select_related("project", "gpu_model"), request.user, pk=pk
     )
-    if not may_end_lease(request.user, lease):
-        raise Http404
-    return lease
 
 
 def _done(request: HttpRequest, error: DomainError | None, ok: str) -> None:

@@ -40,7 +40,7 @@ def image_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def lease_save_image(request: HttpRequest, pk: int) -> HttpResponse:
-    lease = access.get_visible_or_404(Reservation.objects.all(), request.user, pk=pk)
+    lease = access.get_lease_to_act_on_or_404(Reservation.objects.all(), request.user, pk=pk)
     try:
         image = images.save_as_image(
             actor=request.user, reservation=lease, name=request.POST.get("name", "")

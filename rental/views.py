@@ -389,11 +389,9 @@ def lease_status_partial(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def lease_end(request: HttpRequest, pk: int) -> HttpResponse:
-    lease = access.get_visible_or_404(
+    lease = access.get_lease_to_act_on_or_404(
         Reservation.objects.select_related("project"), request.user, pk=pk
     )
-    if not may_end_lease(request.user, lease):
-        raise Http404
     try:
         lease = services.end_reservation(actor=request.user, reservation=lease, source="web")
     except DomainError as error:

@@ -11,10 +11,13 @@ not see gamma.
 """
 
 from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from decimal import Decimal
 from typing import Any
 
+from billing.models import LineDispute, Statement, StatementLine
 from rental import services
-from rental.models import Quota, Reservation
+from rental.models import DataVolume, Instance, Quota, QuotaRequest, Reservation, SshKey
 from tests import factories
 
 SECRET = "train-the-secret-model"
@@ -79,3 +82,72 @@ def build() -> World:
         lease=_pending(f0.alice, f0.alpha, "train-the-alpha-model"),
         other_lease=_pending(f0.gary, f0.gamma, SECRET),
     )
+
+
+# Objects the rules need, made on demand (a rule calls them from its kwargs).
+
+
+def instance_of(lease: Reservation) -> Instance:
+    return Instance.objects.create(
+        reservation=lease,
+        account=lease.offering.account,
+        offering=lease.offering,
+        region=lease.offering.region,
+        market=lease.market,
+        gpu_count=lease.gpu_count,
+        rate_per_hour=lease.offering.on_demand_price_per_hour,
+        idempotency_key=f"world-{lease.pk}",
+    )
+
+
+def ssh_key_of(user) -> SshKey:
+    return SshKey.objects.create(
+        user=user,
+        name="laptop",
+        public_key="ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGJ0b3J0Y2hjb21wdXRlcmtleTAwMDAwMDAw me",
+    )
+
+
+def volume_of(project) -> DataVolume:
+    return DataVolume.objects.create(
+        project=project,
+        account=Quota.objects.get(project=project).gpu_model.offerings.first().account,
+        name=f"{project.slug}-data",
+        region="us-east-1",
+        zone="us-east-1a",
+        size_gb=100,
+        volume_id=f"vol-{project.pk:08d}",
+        state=DataVolume.State.AVAILABLE,
+    )
+
+
+def quota_request_of(project, user) -> QuotaRequest:
+    return QuotaRequest.objects.create(
+        project=project,
+        gpu_model=Quota.objects.get(project=project).gpu_model,
+        requested_by=user,
+        ceiling=7,
+        reason="a deadline",
+    )
+
+
+def statement_of(project) -> tuple[Statement, StatementLine, LineDispute]:
+    """A closed March statement with one usage line, and an open dispute of it."""
+    statement = Statement.objects.create(
+        project=project,
+        period=date(2026, 3, 1),
+        status=Statement.Status.CLOSED,
+        total=Decimal("12.50"),
+        closed_at=datetime(2026, 4, 3, tzinfo=UTC),
+    )
+    line = StatementLine.objects.create(
+        statement=statement,
+        kind=StatementLine.Kind.USAGE,
+        amount=Decimal("12.50"),
+        description=f"{project.slug} usage",
+        locked=True,
+    )
+    dispute = LineDispute.objects.create(
+        line=line, comment="too much", raised_by=factories.user(f"{project.slug}-disputer")
+    )
+    return statement, line, dispute
