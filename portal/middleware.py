@@ -13,11 +13,13 @@ from django.utils.translation import gettext as _
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
-def _has_nul(values: object) -> bool:
-    for key, items in values.lists():  # type: ignore[attr-defined]
-        if "\x00" in key or any("\x00" in item for item in items if isinstance(item, str)):
-            return True
-    return False
+def _with_nul(values: object) -> list[str]:
+    """The names of the parameters (or fields) whose name or value holds a NUL byte."""
+    return [
+        key.replace("\x00", "")
+        for key, items in values.lists()  # type: ignore[attr-defined]
+        if "\x00" in key or any("\x00" in item for item in items if isinstance(item, str))
+    ]
 
 
 class RejectNulBytesMiddleware:
@@ -25,14 +27,17 @@ class RejectNulBytesMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        bad = "\x00" in request.path_info or _has_nul(request.GET)
+        bad = ["path"] if "\x00" in request.path_info else _with_nul(request.GET)
         if not bad and request.method == "POST" and request.content_type in FORM_TYPES:
-            bad = _has_nul(request.POST)
+            bad = _with_nul(request.POST)
         if not bad:
             return self.get_response(request)
         message = _("A value in the request holds a NUL character, which is not allowed.")
         if request.path_info.startswith("/api/"):
-            return JsonResponse({"code": "invalid", "detail": message}, status=400)
+            errors = {name or "non_field_errors": [message] for name in bad}
+            return JsonResponse(
+                {"code": "invalid", "detail": message, "errors": errors}, status=400
+            )
         return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
 
 

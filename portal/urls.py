@@ -7,6 +7,11 @@ from rental import heartbeat
 
 admin.site.login = views.throttled_admin_login(admin.site.login)
 
+handler400 = views.bad_request
+handler403 = views.permission_denied
+handler404 = views.page_not_found
+handler500 = views.server_error
+
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("login/", views.LoginView.as_view(), name="login"),

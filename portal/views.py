@@ -6,10 +6,11 @@ from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.views import defaults
 from django.views.decorators.http import require_POST
 
 from portal import access, login_throttle
@@ -81,3 +82,35 @@ def audit_log(request: HttpRequest) -> HttpResponse:
         events = events.filter(verb=verb)
     page = Paginator(events, 50).get_page(request.GET.get("page"))
     return render(request, "portal/audit_log.html", {"page": page, "verb": verb})
+
+
+# --- Error pages: the site's templates, or the API's one JSON shape under /api/ -----------
+
+
+def _api_error(request: HttpRequest, status: int, code: str, detail: str) -> HttpResponse | None:
+    if not request.path_info.startswith("/api/"):
+        return None
+    body: dict[str, Any] = {"code": code, "detail": str(detail)}
+    if status == 400:
+        body["errors"] = {"non_field_errors": [body["detail"]]}
+    return JsonResponse(body, status=status)
+
+
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    answer = _api_error(request, 400, "invalid", _("The request is not valid."))
+    return answer or defaults.bad_request(request, exception)
+
+
+def permission_denied(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    answer = _api_error(request, 403, "permission_denied", _("You may not do this."))
+    return answer or defaults.permission_denied(request, exception)
+
+
+def page_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    answer = _api_error(request, 404, "not_found", _("Not found."))
+    return answer or defaults.page_not_found(request, exception)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    answer = _api_error(request, 500, "server_error", _("Something went wrong on our side."))
+    return answer or defaults.server_error(request)

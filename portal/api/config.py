@@ -59,6 +59,12 @@ class ProjectConfigView(APIView):
             return [YAMLRenderer(), renderers.JSONRenderer()]
         return [renderers.JSONRenderer()]
 
+    def handle_exception(self, exc: Exception) -> Response:
+        # Errors keep the API's one JSON shape, whatever format the document was asked in.
+        self.request.accepted_renderer = renderers.JSONRenderer()
+        self.request.accepted_media_type = renderers.JSONRenderer.media_type
+        return super().handle_exception(exc)
+
     @extend_schema(
         operation_id="projects_config_retrieve",
         tags=["projects"],

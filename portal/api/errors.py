@@ -1,8 +1,9 @@
 """Every API failure as one JSON shape a program can act on.
 
-``{"code": ..., "detail": ...}`` always; ``"errors": {field: [messages]}`` for a 400
-that names fields; ``"field"`` and ``"figures"`` for a rule refusal (409) that came
-from one input and carries its numbers. Codes are stable; messages are translated.
+``{"code": ..., "detail": ...}`` always; ``"errors": {field: [messages]}`` for every
+400 (``non_field_errors`` when no one field is at fault); ``"field"`` and ``"figures"``
+for a rule refusal (409) that came from one input and carries its numbers. Codes are
+stable; messages are translated.
 """
 
 from typing import Any
@@ -14,7 +15,7 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from portal.errors import DomainError, InvalidInput
+from portal.errors import DomainError
 
 
 def _flatten(detail: Any) -> Any:
@@ -38,8 +39,8 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     if isinstance(exc, DomainError):
         set_rollback()
         body: dict[str, Any] = exc.as_dict()
-        if isinstance(exc, InvalidInput) and exc.field:
-            body["errors"] = {exc.field: [exc.message]}
+        if exc.status == 400:
+            body["errors"] = {exc.field or "non_field_errors": [exc.message]}
         return Response(body, status=exc.status)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
@@ -65,4 +66,6 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         "code": code if isinstance(code, str) else exc.default_code,
         "detail": detail if isinstance(detail, str) else str(exc.default_detail),
     }
+    if exc.status_code == 400:  # a body that is not JSON, say: every 400 names its errors
+        body["errors"] = {"non_field_errors": [body["detail"]]}
     return Response(body, status=exc.status_code, headers=headers)

@@ -2,7 +2,7 @@
 
 A postprocessing hook (drf-spectacular) adds the ``Error`` and ``ValidationError``
 shapes of ``portal.api.errors`` and, to each operation, the answers it can give:
-401/403/429 always, 404 where the path names an object, 400 and 409 for writes.
+400/401/403/429 always, 404 where the path names an object, 409 and 415 for writes.
 """
 
 from typing import Any
@@ -43,6 +43,7 @@ DESCRIPTIONS = {
     "403": "Not permitted.",
     "404": "Not found, or not visible to you.",
     "409": "Refused by a rule; code names it and figures carry the numbers.",
+    "415": "The body is not in a format this operation reads (JSON unless it says).",
     "429": "Too many requests; retry after the Retry-After header's seconds.",
 }
 WRITES = {"post", "put", "patch", "delete"}
@@ -60,11 +61,12 @@ def add_error_responses(result: dict[str, Any], generator, request, public) -> d
         for method, operation in operations.items():
             if method not in WRITES | {"get"}:
                 continue
-            codes = ["401", "403", "429"]
+            # Any operation may refuse its query (a bad filter value, a NUL byte): 400.
+            codes = ["400", "401", "403", "429"]
             if "{" in path:
                 codes.append("404")
             if method in WRITES:
-                codes += ["400", "409"]
+                codes += ["409", "415"]
             responses = operation.setdefault("responses", {})
             for code in codes:
                 shape = "ValidationError" if code == "400" else "Error"

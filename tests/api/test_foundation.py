@@ -142,3 +142,36 @@ def test_the_committed_schema_is_up_to_date(db, tmp_path):
     assert SCHEMA_FILE.read_text() == fresh.read_text(), (
         "The API changed: run `make schema` and commit docs/api/openapi.yaml"
     )
+
+
+def test_it_answers_unknown_api_paths_in_the_error_shape_and_site_paths_as_a_page(alice):
+    client = APIClient()
+    client.force_authenticate(alice)
+    for path in ("/api/v1/nothing-here", "/api/v1/projects/%E0%B8%81/config"):
+        response = client.get(path)
+        assert response.status_code == 404
+        assert response["Content-Type"] == "application/json"
+        assert response.json() == {"code": "not_found", "detail": "Not found."}
+    page = client.get("/nothing-here/")
+    assert page.status_code == 404
+    assert page["Content-Type"].startswith("text/html")
+
+
+def test_it_names_the_parameter_that_holds_a_nul_byte(alice):
+    client = APIClient()
+    client.force_authenticate(alice)
+    response = client.get("/api/v1/me?verb=%00")
+    assert response.status_code == 400
+    assert list(response.json()["errors"]) == ["verb"]
+
+
+def test_it_answers_a_body_that_is_not_json_with_errors(alice):
+    project = factories.project("alpha")
+    factories.member(alice, project, "manager")
+    client = APIClient()
+    client.force_authenticate(alice)
+    response = client.generic(
+        "POST", "/api/v1/projects/alpha/config", b"\xff\xfe", content_type="application/yaml"
+    )
+    assert response.status_code == 400
+    assert response.json()["errors"] == {"non_field_errors": [response.json()["detail"]]}
