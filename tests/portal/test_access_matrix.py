@@ -1,6 +1,6 @@
-"""Who sees what: every page of issue #2 for the engineer of the project, an engineer of
-another project, the project's manager, an admin, finance and an anonymous visitor.
-An object outside a user's reach is answered 404; anonymous visitors go to the login."""
+"""Who sees what, beyond the statuses of the generated matrix (tests/access): a lease is
+listed for those who may see it, a manager's inbox holds only their projects' requests,
+and decisions and ending are refused to who may not make them, with nothing changed."""
 
 import pytest
 from django.urls import reverse
@@ -51,49 +51,6 @@ def assert_status(response, expected: int, url: str, role: str) -> None:
         assert "/login/" in response["Location"], f"{role} {url}: {response['Location']}"
     else:
         assert response.status_code == expected, f"{role} {url}: {response.status_code}"
-
-
-# page → expected status per role (engineer, other engineer, manager, admin, finance, anon)
-PAGES = {
-    "dashboard": (200, 200, 200, 200, 200, 302),
-    "notifications": (200, 200, 200, 200, 200, 302),
-    "rental:leases": (200, 200, 200, 200, 200, 302),
-    "rental:lease_list_partial": (200, 200, 200, 200, 200, 302),
-    "rental:lease_new": (200, 200, 200, 200, 200, 302),
-    "rental:lease": (200, 404, 200, 200, 200, 302),
-    "rental:lease_status_partial": (200, 404, 200, 200, 200, 302),
-    "rental:approvals": (404, 404, 200, 200, 404, 302),
-    "rental:projects": (200, 200, 200, 200, 200, 302),
-    "rental:project": (200, 404, 200, 200, 200, 302),
-    "rental:panel_leases": (200, 200, 200, 200, 200, 302),
-    "rental:panel_approvals": (200, 200, 200, 200, 200, 302),
-    "billing:statement": (200, 404, 200, 200, 200, 302),
-    "billing:statement_partial": (200, 404, 200, 200, 200, 302),
-    "billing:panel_spend": (200, 200, 200, 200, 200, 302),
-    "audit_log": (404, 404, 404, 200, 404, 302),
-}
-
-
-def url_of(name: str, lease: Reservation) -> str:
-    if name in ("rental:lease", "rental:lease_status_partial"):
-        return reverse(name, args=[lease.pk])
-    if name in ("rental:project", "billing:statement", "billing:statement_partial"):
-        return reverse(name, args=[lease.project.slug])
-    return reverse(name)
-
-
-@pytest.mark.parametrize("name", PAGES)
-def test_it_answers_each_role_on_every_page(world, client, name):
-    _f0, lease, users = world
-    url = url_of(name, lease)
-    for role, expected in zip(ROLES, PAGES[name], strict=True):
-        client.logout()
-        response = client_for(client, users[role]).get(url)
-        assert_status(response, expected, url, role)
-        if expected == 200 and role == "other_engineer":
-            # Lists answer 200 but never show another project's lease.
-            assert SECRET_PURPOSE not in response.content.decode()
-            assert f'href="{lease.get_absolute_url()}"' not in response.content.decode()
 
 
 def test_it_shows_the_lease_in_the_lists_of_those_who_may_see_it(world, client):
