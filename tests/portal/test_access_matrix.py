@@ -10,7 +10,6 @@ from rental.models import Quota, Reservation
 from tests import factories
 
 SECRET_PURPOSE = "train-the-secret-model"
-ROLES = ("engineer", "other_engineer", "manager", "admin", "finance", "anonymous")
 
 
 @pytest.fixture
@@ -37,20 +36,6 @@ def world(f0, t0):
         "anonymous": None,
     }
     return f0, lease, users
-
-
-def client_for(client, user):
-    if user is not None:
-        client.force_login(user)
-    return client
-
-
-def assert_status(response, expected: int, url: str, role: str) -> None:
-    if expected == 302:
-        assert response.status_code == 302, f"{role} {url}: {response.status_code}"
-        assert "/login/" in response["Location"], f"{role} {url}: {response['Location']}"
-    else:
-        assert response.status_code == expected, f"{role} {url}: {response.status_code}"
 
 
 def test_it_shows_the_lease_in_the_lists_of_those_who_may_see_it(world, client):
