@@ -69,13 +69,20 @@ def _write_only(max_length: int, help_text: str) -> serializers.CharField:
     )
 
 
+class RegionField(serializers.CharField):
+    """A region name, in lower case as the admin's form stores it."""
+
+    def to_internal_value(self, data: Any) -> str:
+        return super().to_internal_value(data).lower()
+
+
 class ProviderAccountWriteSerializer(serializers.Serializer):
     """A change names only the fields it changes; a create needs name, driver, regions."""
 
     name = serializers.CharField(max_length=80, required=False)
     driver = serializers.ChoiceField(choices=DRIVER_CHOICES, required=False)
     regions = serializers.ListField(
-        child=serializers.CharField(
+        child=RegionField(
             max_length=32,
             validators=[
                 RegexValidator(REGION_NAME, _("Not a region name. Use names like us-east-1."))
@@ -92,11 +99,7 @@ class ProviderAccountWriteSerializer(serializers.Serializer):
     session_token = _write_only(4096, "Optional, for temporary credentials. Write-only.")
 
     def validate_regions(self, value: list[str]) -> list[str]:
-        regions: list[str] = []
-        for name in value:
-            if name.lower() not in regions:
-                regions.append(name.lower())
-        return regions
+        return list(dict.fromkeys(value))  # in order, without repeats
 
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
         key, secret = data.get("access_key_id", ""), data.get("secret_access_key", "")
