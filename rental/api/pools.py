@@ -19,7 +19,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
 
+from portal import access
 from portal.api.views import PortalViewSet
+from portal.errors import NotPermitted
 from rental import selectors
 from rental.api.catalog import require_catalog_reader
 from rental.models import Pool
@@ -153,6 +155,8 @@ class PoolViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSe
     @action(detail=True, methods=["post"])
     def capacity(self, request: Request, pk: str | None = None) -> Response:
         pool = self.get_object()
+        if not access.is_admin(request.user):
+            raise NotPermitted(_("Only admins change a pool's capacity."))
         data = self.validated(CapacitySerializer, request)
         pools.set_capacity(
             actor=request.user, gpu_model=pool.gpu_model_id, capacity=data["capacity"], source="api"

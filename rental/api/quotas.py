@@ -150,6 +150,8 @@ class QuotaViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewS
     )
     def partial_update(self, request: Request, pk: str | None = None) -> Response:
         quota = self.get_object()
+        if not access.is_admin(request.user):
+            raise NotPermitted(_("Only admins configure quotas."))
         data = self.validated(QuotaChangeSerializer, request)
         fields = ("guaranteed", "ceiling", "weight", "max_hours_per_lease", "max_gpus_per_lease")
         values: dict[str, Any] = {name: data.get(name, getattr(quota, name)) for name in fields}
@@ -171,6 +173,8 @@ class QuotaViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewS
     @action(detail=True, methods=["post"], url_path="auto-approve-limits")
     def auto_approve_limits(self, request: Request, pk: str | None = None) -> Response:
         quota = self.get_object()
+        if not access.can_manage(request.user, quota.project_id):
+            raise NotPermitted(_("Only a manager of the project sets its auto-approve limits."))
         data = self.validated(AutoApproveSerializer, request)
         quota_requests.set_auto_approve_limits(
             actor=request.user,

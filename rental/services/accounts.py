@@ -117,7 +117,10 @@ def _save_fields(
     if creating:
         missing = [name for name in ("name", "driver", "regions") if name not in changes]
         if missing:
-            raise InvalidInput(_("This field is required."), field=missing[0])
+            raise InvalidInput(
+                _("A new provider account needs a name, a driver and regions."),
+                field=missing[0],
+            )
         account = ProviderAccount()
     else:
         account = ProviderAccount.objects.select_for_update().get(pk=account.pk)

@@ -115,3 +115,24 @@ def test_it_lists_the_catalog_in_a_fixed_number_of_queries(f0, django_assert_num
     client = client_for(f0.alice)
     with django_assert_num_queries(4):
         assert len(client.get(models_url).json()["results"]) == 15
+
+
+@pytest.mark.parametrize(
+    "resource",
+    [
+        "gpu-models",
+        "offerings",
+        "pools",
+        "quotas",
+        "quota-requests",
+        "images",
+        "ssh-keys",
+        "volumes",
+        "provider-accounts",
+    ],
+)
+def test_it_answers_404_to_an_id_that_is_not_one(f0, resource):
+    for pk in ("99999999999999999999999", "abc", "-1", "1.5", "%00"):
+        answer = client_for(f0.admin).get(f"/api/v1/{resource}/{pk}")
+        assert answer.status_code in (400, 404), (pk, answer.status_code)
+        assert answer.status_code == 404 or pk == "%00"  # NUL: refused before any view
