@@ -38,6 +38,7 @@ class GpuModelSerializer(serializers.ModelSerializer):
             "interconnect",
             "notes",
         ]
+        read_only_fields = fields
 
 
 class GpuModelFilter(filters.FilterSet):
@@ -90,6 +91,7 @@ class OfferingSerializer(serializers.ModelSerializer):
             "max_cuda_version",
             "is_available",
         ]
+        read_only_fields = fields
 
 
 class OfferingFilter(filters.FilterSet):
