@@ -29,6 +29,8 @@ from rental.selectors import PoolOverview
 from rental.services import pools, reservations
 
 MAX_GPUS = 1_000_000
+EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)  # bounds keep the week's hours computable
+LATEST = datetime(2100, 1, 1, tzinfo=UTC)
 
 
 class RunningByTierSerializer(serializers.Serializer):
@@ -85,15 +87,19 @@ class WeekQuerySerializer(serializers.Serializer):
     def validate_since(self, value: str) -> datetime:
         try:
             if len(value) == 10:
-                return datetime.combine(date.fromisoformat(value), time(0), tzinfo=UTC)
-            moment = datetime.fromisoformat(value)
-        except ValueError:
+                moment = datetime.combine(date.fromisoformat(value), time(0), tzinfo=UTC)
+            else:
+                moment = datetime.fromisoformat(value)
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=UTC)
+            moment = moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+        except (ValueError, OverflowError):
             raise serializers.ValidationError(
                 _("Give a date (2026-04-06) or a time (2026-04-06T10:00:00Z).")
             ) from None
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
-        return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+        if not EARLIEST <= moment <= LATEST:
+            raise serializers.ValidationError(_("Give a week between 2000 and 2100."))
+        return moment
 
 
 class CapacitySerializer(serializers.Serializer):

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -136,7 +136,13 @@ def _save_fields(
     reconnect = not creating and bool(set(changed) & set(CONNECTION_FIELDS))
     if reconnect:
         account.status, account.status_message = ProviderAccount.Status.UNVERIFIED, ""
-    account.save()
+    try:
+        with transaction.atomic():
+            account.save()
+    except IntegrityError:  # the same name saved at the same moment
+        raise InvalidInput(
+            _("Another provider account is named %(name)s.") % {"name": name}, field="name"
+        ) from None
     if creating or changed:
         audit.record(
             actor=actor,
