@@ -30,7 +30,7 @@ def _may_see_pools(user: Any) -> bool:
 def pool_list(request: HttpRequest) -> HttpResponse:
     if not _may_see_pools(request.user):
         raise Http404
-    pools = [selectors.pool_overview(pool) for pool in Pool.objects.select_related("gpu_model")]
+    pools = selectors.pool_overviews(Pool.objects.select_related("gpu_model"))
     return render(request, "rental/pools.html", {"pools": pools})
 
 

@@ -285,9 +285,17 @@ class PoolOverview:
 
 def pool_overview(pool: Pool) -> PoolOverview:
     """Two aggregate queries: the quotas' Σ G and the leases' GPUs by what holds them."""
+    return pool_overviews([pool])[0]
+
+
+def pool_overviews(pools: Iterable[Pool]) -> list[PoolOverview]:
+    """``pool_overview`` of many pools in the same two queries, whatever their number."""
+    pools = list(pools)
+    model_ids = [pool.gpu_model_id for pool in pools]
     status = Reservation.Status
     holding = Q(status__in=Reservation.HOLDING)
-    rows = Reservation.objects.filter(gpu_model_id=pool.gpu_model_id).aggregate(
+    per_model = Reservation.objects.filter(gpu_model_id__in=model_ids).values("gpu_model_id")
+    rows = per_model.annotate(
         guaranteed=Sum("gpu_count", filter=holding & Q(tier=Tier.GUARANTEED)),
         burst=Sum("gpu_count", filter=holding & Q(tier=Tier.BURST)),
         reserved=Sum("gpu_count", filter=holding & Q(tier=Tier.RESERVED)),
@@ -303,16 +311,29 @@ def pool_overview(pool: Pool) -> PoolOverview:
         scheduled=Sum("gpu_count", filter=Q(status=status.SCHEDULED)),
         queued=Sum("gpu_count", filter=Q(status=status.QUEUED)),
     )
-    total = Quota.objects.filter(gpu_model_id=pool.gpu_model_id).aggregate(g=Sum("guaranteed"))
-    return PoolOverview(
-        pool=pool,
-        guaranteed_total=total["g"] or 0,
-        running_by_tier={tier: rows[tier] or 0 for tier in Tier.values},
-        under_notice=rows["notice"] or 0,
-        held_for_reservations=rows["held"] or 0,
-        scheduled=rows["scheduled"] or 0,
-        queued=rows["queued"] or 0,
+    by_model = {row["gpu_model_id"]: row for row in rows.order_by()}
+    totals = dict(
+        Quota.objects.filter(gpu_model_id__in=model_ids)
+        .values("gpu_model_id")
+        .annotate(g=Sum("guaranteed"))
+        .order_by()
+        .values_list("gpu_model_id", "g")
     )
+    overviews = []
+    for pool in pools:
+        row = by_model.get(pool.gpu_model_id, {})
+        overviews.append(
+            PoolOverview(
+                pool=pool,
+                guaranteed_total=totals.get(pool.gpu_model_id) or 0,
+                running_by_tier={tier: row.get(tier) or 0 for tier in Tier.values},
+                under_notice=row.get("notice") or 0,
+                held_for_reservations=row.get("held") or 0,
+                scheduled=row.get("scheduled") or 0,
+                queued=row.get("queued") or 0,
+            )
+        )
+    return overviews
 
 
 # What billing reads of each usage run (billed seconds are computed from these).
@@ -540,18 +561,22 @@ def storage_intervals_for_period(
 def project_volumes(project: Project | int):
     """A project's data volumes (deleted ones left out) with where each is attached and
     the lease that holds it, in a fixed number of queries."""
-    from django.db.models import Prefetch
-
     from rental.models import DataVolume
 
+    return volumes(
+        DataVolume.objects.filter(project=project).exclude(state=DataVolume.State.DELETED)
+    ).order_by("name", "pk")
+
+
+def volumes(queryset):
+    """Data volumes with their project, where each is attached and the lease that holds
+    it (``holding_leases``), in a fixed number of queries."""
+    from django.db.models import Prefetch
+
     holding = Reservation.objects.exclude(status__in=Reservation.FINAL).order_by("pk")
-    return (
-        DataVolume.objects.filter(project=project)
-        .exclude(state=DataVolume.State.DELETED)
-        .select_related("attached_instance__reservation", "account")
-        .prefetch_related(Prefetch("leases", queryset=holding, to_attr="holding_leases"))
-        .order_by("name", "pk")
-    )
+    return queryset.select_related(
+        "project", "attached_instance__reservation", "account", "created_by"
+    ).prefetch_related(Prefetch("leases", queryset=holding, to_attr="holding_leases"))
 
 
 def available_volumes(project: Project | int):

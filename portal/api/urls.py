@@ -22,7 +22,15 @@ v1 = [
     path("projects/<slug:slug>/config", config.project_config, name="project-config"),
 ]
 
-API_MODULES: tuple[str, ...] = ()
+API_MODULES: tuple[str, ...] = (
+    "rental.api.catalog",
+    "rental.api.pools",
+    "rental.api.quotas",
+    "rental.api.images",
+    "rental.api.keys",
+    "rental.api.volumes",
+    "rental.api.accounts",
+)
 
 for dotted in API_MODULES:
     module = import_module(dotted)

@@ -1,9 +1,13 @@
-"""Provider accounts: credentials in, validation against the driver."""
+"""Provider accounts: their settings and credentials in, validation against the driver."""
 
-from django.db import transaction
+from typing import Any
+
+from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
-from portal import audit
+from portal import access, audit
+from portal.errors import InvalidInput, InvalidTransition, NotPermitted
 from rental.models import ProviderAccount
 from rental.providers.base import ProviderError
 from rental.providers.registry import get_provider
@@ -41,7 +45,12 @@ def set_credentials(
 
 def validate_account(*, actor, account: ProviderAccount, source: str = "admin") -> ProviderAccount:
     """Call the driver's validate() (outside any transaction) and record ok or failed
-    with the provider's message."""
+    with the provider's message. An account without credentials has nothing to check."""
+    if not account.has_credentials:
+        raise InvalidTransition(
+            _("“%(name)s” has no credentials to validate.") % {"name": account.name},
+            code="no_credentials",
+        )
     now = timezone.now()
     try:
         get_provider(account.config()).validate()
@@ -64,3 +73,83 @@ def validate_account(*, actor, account: ProviderAccount, source: str = "admin") 
             after={"status": status, "message": message[:200]},
         )
     return locked
+
+
+# What a change must touch for the stored validation result to be stale.
+CONNECTION_FIELDS = ("driver", "regions", "endpoint_url")
+ACCOUNT_FIELDS = ("name", *CONNECTION_FIELDS, "is_active")
+
+
+def save_account(
+    *,
+    actor,
+    account: ProviderAccount | None = None,
+    changes: dict[str, Any],
+    credentials: dict[str, str] | None = None,
+    source: str = "web",
+) -> ProviderAccount:
+    """Create an account (``account`` None) or change the named fields of one (admins).
+
+    New credentials go through ``set_credentials`` (encrypted, audited by the key id's last
+    four characters only). A change of credentials or of how the cloud is reached makes the
+    account unverified and, once that is committed, it is validated with the provider, as
+    the admin's page does: the provider call is never made inside the transaction."""
+    if not access.is_admin(actor):
+        raise NotPermitted(_("Only admins configure provider accounts."))
+    unknown = set(changes) - set(ACCOUNT_FIELDS)
+    if unknown:
+        raise InvalidInput(_("This cannot be changed here."), field=sorted(unknown)[0])
+    with transaction.atomic():
+        account, reconnect = _save_fields(
+            actor=actor, account=account, changes=changes, source=source
+        )
+        if credentials is not None:
+            account = set_credentials(actor=actor, account=account, source=source, **credentials)
+    if (reconnect or credentials is not None) and account.has_credentials:
+        account = validate_account(actor=actor, account=account, source=source)
+    return account
+
+
+def _save_fields(
+    *, actor, account: ProviderAccount | None, changes: dict[str, Any], source: str
+) -> tuple[ProviderAccount, bool]:
+    creating = account is None
+    if creating:
+        missing = [name for name in ("name", "driver", "regions") if name not in changes]
+        if missing:
+            raise InvalidInput(
+                _("A new provider account needs a name, a driver and regions."),
+                field=missing[0],
+            )
+        account = ProviderAccount()
+    else:
+        account = ProviderAccount.objects.select_for_update().get(pk=account.pk)
+    name = changes.get("name", account.name)
+    if ProviderAccount.objects.filter(name=name).exclude(pk=account.pk).exists():
+        raise InvalidInput(
+            _("Another provider account is named %(name)s.") % {"name": name}, field="name"
+        )
+    before = {field: getattr(account, field) for field in changes} if not creating else {}
+    changed = [f for f in changes if creating or getattr(account, f) != changes[f]]
+    for field in changed:
+        setattr(account, field, changes[field])
+    reconnect = not creating and bool(set(changed) & set(CONNECTION_FIELDS))
+    if reconnect:
+        account.status, account.status_message = ProviderAccount.Status.UNVERIFIED, ""
+    try:
+        with transaction.atomic():
+            account.save()
+    except IntegrityError:  # the same name saved at the same moment
+        raise InvalidInput(
+            _("Another provider account is named %(name)s.") % {"name": name}, field="name"
+        ) from None
+    if creating or changed:
+        audit.record(
+            actor=actor,
+            verb="provider_account.created" if creating else "provider_account.changed",
+            obj=account,
+            source=source,
+            before={field: before[field] for field in changed if field in before},
+            after={field: changes[field] for field in changed},
+        )
+    return account, reconnect

@@ -100,7 +100,12 @@ def _check_actor(actor, lease: Reservation) -> None:
 
 @transaction.atomic
 def save_as_image(
-    *, actor, reservation: Reservation, name: str, now: datetime | None = None
+    *,
+    actor,
+    reservation: Reservation,
+    name: str,
+    now: datetime | None = None,
+    source: str = "web",
 ) -> Image:
     """Record a pending project image of the lease's instance and send its CreateImage."""
     now = now or timezone.now()
@@ -157,7 +162,7 @@ def save_as_image(
         verb="image.requested",
         obj=image,
         project=lease.project_id,
-        source="web",
+        source=source,
         at=now,
         after={"name": name, "lease": lease.pk, "instance": instance.external_id},
     )

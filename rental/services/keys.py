@@ -70,7 +70,7 @@ def check_public_key(value: str) -> tuple[str, int | None]:
 
 
 @transaction.atomic
-def add_ssh_key(*, actor, name: str, public_key: str) -> SshKey:
+def add_ssh_key(*, actor, name: str, public_key: str, source: str = "web") -> SshKey:
     name = name.strip()
     if not name:
         raise InvalidInput(_("Give the key a name."), field="name")
@@ -83,16 +83,18 @@ def add_ssh_key(*, actor, name: str, public_key: str) -> SshKey:
             key = SshKey.objects.create(user=actor, name=name[:60], public_key=normalized)
     except IntegrityError:
         raise InvalidInput(_("You already have a key with this name."), field="name") from None
-    audit.record(actor=actor, verb="ssh_key.added", obj=key, source="web", after={"name": key.name})
+    audit.record(
+        actor=actor, verb="ssh_key.added", obj=key, source=source, after={"name": key.name}
+    )
     return key
 
 
 @transaction.atomic
-def delete_ssh_key(*, actor, key: SshKey) -> None:
+def delete_ssh_key(*, actor, key: SshKey, source: str = "web") -> None:
     if key.user_id != actor.pk:
         raise NotPermitted(_("This is not your key."))
     audit.record(
-        actor=actor, verb="ssh_key.deleted", obj=key, source="web", before={"name": key.name}
+        actor=actor, verb="ssh_key.deleted", obj=key, source=source, before={"name": key.name}
     )
     key.delete()
 

@@ -100,7 +100,8 @@ def decide_quota_request(
         raise NotPermitted(
             _("Only an admin decides guarantees.")
             if needs_admin(request)
-            else _("Only a manager of the project decides its ceiling.")
+            else _("Only a manager of the project decides its ceiling."),
+            code="guarantee_needs_admin" if needs_admin(request) else "ceiling_needs_manager",
         )
     now = now or timezone.now()
     pool = lock_pool(request.gpu_model_id)

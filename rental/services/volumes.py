@@ -82,7 +82,14 @@ def parse_size(value: object) -> int:
 
 @transaction.atomic
 def create_volume(
-    *, actor, project, name: str, size_gb: object, zone: str, now: datetime | None = None
+    *,
+    actor,
+    project,
+    name: str,
+    size_gb: object,
+    zone: str,
+    now: datetime | None = None,
+    source: str = "web",
 ) -> DataVolume:
     """Record a new volume (state ``creating``) and create it in the cloud on commit."""
     now = now or timezone.now()
@@ -122,7 +129,7 @@ def create_volume(
         verb="volume.created",
         obj=volume,
         project=project.pk,
-        source="web",
+        source=source,
         at=now,
         after={"name": name, "size_gb": size, "zone": place.zone},
     )
@@ -141,7 +148,9 @@ def busy_lease(volume: DataVolume) -> Reservation | None:
 
 
 @transaction.atomic
-def delete_volume(*, actor, volume: DataVolume, now: datetime | None = None) -> DataVolume:
+def delete_volume(
+    *, actor, volume: DataVolume, now: datetime | None = None, source: str = "web"
+) -> DataVolume:
     """A person's explicit delete: only a volume attached nowhere and held by no lease."""
     now = now or timezone.now()
     _check_member(actor, volume.project)
@@ -170,7 +179,7 @@ def delete_volume(*, actor, volume: DataVolume, now: datetime | None = None) -> 
         verb="volume.deleted",
         obj=locked,
         project=locked.project_id,
-        source="web",
+        source=source,
         at=now,
         before={"state": before},
         after={"state": locked.state},

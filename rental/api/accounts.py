@@ -1,0 +1,195 @@
+"""``/api/v1/provider-accounts``: the cloud accounts the portal rents from (admins only;
+everyone else gets 404, as for the admin's pages).
+
+Credentials are write-only: accepted in a create or change, stored encrypted
+(``accounts.save_account`` → ``set_credentials``), and never answered: an answer says
+only whether they are set. A change of credentials or of how the cloud is reached is
+validated with the provider once saved, as on the admin's page; ``validate`` checks the
+stored credentials again.
+"""
+
+import re
+from typing import Any
+
+from django.core.validators import RegexValidator
+from django.db.models import QuerySet
+from django.utils.translation import gettext_lazy as _
+from django_filters import rest_framework as filters
+from drf_spectacular.utils import extend_schema, extend_schema_view
+from rest_framework import mixins, serializers
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.routers import BaseRouter
+
+from portal import access
+from portal.api.views import PortalViewSet
+from rental.models import ProviderAccount
+from rental.providers.registry import DRIVER_CHOICES
+from rental.services import accounts
+
+CREDENTIAL_FIELDS = ("access_key_id", "secret_access_key", "session_token")
+REGION_NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+
+
+class ProviderAccountSerializer(serializers.ModelSerializer):
+    credentials_set = serializers.BooleanField(
+        source="has_credentials", read_only=True, help_text="Credentials are write-only"
+    )
+
+    class Meta:
+        model = ProviderAccount
+        fields = [
+            "id",
+            "name",
+            "driver",
+            "regions",
+            "endpoint_url",
+            "is_active",
+            "credentials_set",
+            "status",
+            "status_message",
+            "checked_at",
+            "synced_at",
+            "sync_error",
+            "sync_failed_at",
+        ]
+        read_only_fields = fields
+
+
+def _write_only(max_length: int, help_text: str) -> serializers.CharField:
+    return serializers.CharField(
+        write_only=True,
+        required=False,
+        allow_blank=True,
+        max_length=max_length,
+        trim_whitespace=True,
+        style={"input_type": "password"},
+        help_text=help_text,
+    )
+
+
+class RegionField(serializers.CharField):
+    """A region name, in lower case as the admin's form stores it."""
+
+    def to_internal_value(self, data: Any) -> str:
+        return super().to_internal_value(data).lower()
+
+
+class ProviderAccountWriteSerializer(serializers.Serializer):
+    """A change names only the fields it changes; a create needs name, driver, regions."""
+
+    name = serializers.CharField(max_length=80, required=False)
+    driver = serializers.ChoiceField(choices=DRIVER_CHOICES, required=False)
+    regions = serializers.ListField(
+        child=RegionField(
+            max_length=32,
+            validators=[
+                RegexValidator(REGION_NAME, _("Not a region name. Use names like us-east-1."))
+            ],
+        ),
+        min_length=1,
+        max_length=50,
+        required=False,
+    )
+    endpoint_url = serializers.URLField(max_length=200, allow_blank=True, required=False)
+    is_active = serializers.BooleanField(required=False)
+    access_key_id = _write_only(128, "Write-only.")
+    secret_access_key = _write_only(256, "Write-only. Required with a new access key ID.")
+    session_token = _write_only(4096, "Optional, for temporary credentials. Write-only.")
+
+    def validate_regions(self, value: list[str]) -> list[str]:
+        return list(dict.fromkeys(value))  # in order, without repeats
+
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        key, secret = data.get("access_key_id", ""), data.get("secret_access_key", "")
+        if (key or secret or data.get("session_token")) and not (key and secret):
+            field = "secret_access_key" if key else "access_key_id"
+            raise serializers.ValidationError(
+                {field: _("Send the access key ID and its secret together.")}
+            )
+        return data
+
+
+class ProviderAccountFilter(filters.FilterSet):
+    class Meta:
+        model = ProviderAccount
+        fields = ["driver", "status", "is_active"]
+
+
+def _split(data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str] | None]:
+    """The account's fields, and the new credentials (None: keep the stored ones)."""
+    changes = {k: v for k, v in data.items() if k not in CREDENTIAL_FIELDS}
+    if not data.get("access_key_id"):
+        return changes, None
+    return changes, {name: data.get(name, "") for name in CREDENTIAL_FIELDS}
+
+
+@extend_schema_view(
+    list=extend_schema(summary="Provider accounts (admins)", tags=["provider-accounts"]),
+    retrieve=extend_schema(summary="A provider account (admins)", tags=["provider-accounts"]),
+)
+class ProviderAccountViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSet):
+    serializer_class = ProviderAccountSerializer
+    filterset_class = ProviderAccountFilter
+    ordering_fields = ["name", "status", "checked_at"]
+    ordering = ["name"]
+    http_method_names = ["get", "post", "patch", "head", "options"]
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        access.require_admin(request.user)
+
+    def get_queryset(self) -> QuerySet[ProviderAccount]:
+        return ProviderAccount.objects.all()
+
+    @extend_schema(
+        summary="Add a provider account; credentials are stored encrypted, never shown",
+        tags=["provider-accounts"],
+        request=ProviderAccountWriteSerializer,
+        responses={201: ProviderAccountSerializer},
+    )
+    def create(self, request: Request) -> Response:
+        changes, credentials = _split(self.validated(ProviderAccountWriteSerializer, request))
+        account = accounts.save_account(
+            actor=request.user, changes=changes, credentials=credentials, source="api"
+        )
+        return self.answer(account, status=201)
+
+    @extend_schema(
+        summary="Change a provider account; send credentials only to replace them",
+        tags=["provider-accounts"],
+        request=ProviderAccountWriteSerializer,
+        responses=ProviderAccountSerializer,
+    )
+    def partial_update(self, request: Request, pk: str | None = None) -> Response:
+        account = self.get_object()
+        changes, credentials = _split(self.validated(ProviderAccountWriteSerializer, request))
+        account = accounts.save_account(
+            actor=request.user,
+            account=account,
+            changes=changes,
+            credentials=credentials,
+            source="api",
+        )
+        return self.answer(account)
+
+    @extend_schema(
+        summary="Check the stored credentials with the provider",
+        tags=["provider-accounts"],
+        request=None,
+        responses=ProviderAccountSerializer,
+    )
+    @action(detail=True, methods=["post"])
+    def validate(self, request: Request, pk: str | None = None) -> Response:
+        account = accounts.validate_account(
+            actor=request.user, account=self.get_object(), source="api"
+        )
+        return self.answer(account)
+
+
+def register(router: BaseRouter) -> None:
+    router.register("provider-accounts", ProviderAccountViewSet, basename="provider-account")
+
+
+urlpatterns: list = []

@@ -1,0 +1,177 @@
+"""``/api/v1/pools``: each GPU model's pool at a glance, its week of bookings, and (admins)
+its capacity C.
+
+What the pools pages show, from the same selectors: C, K, Σ G, GPUs running by tier,
+held for bookings starting, queued demand, and ``degraded`` when C is below Σ G (Q1).
+Aggregates only: no project's leases appear. Who may not see the pools gets 404.
+"""
+
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+
+from django.db.models import QuerySet
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+from drf_spectacular.utils import extend_schema, extend_schema_field, extend_schema_view
+from rest_framework import mixins, serializers
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.routers import BaseRouter
+
+from portal import access
+from portal.api.views import PortalViewSet
+from portal.errors import NotPermitted
+from rental import selectors
+from rental.api.catalog import require_catalog_reader
+from rental.models import Pool
+from rental.selectors import PoolOverview
+from rental.services import pools, reservations
+
+MAX_GPUS = 1_000_000
+EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)  # bounds keep the week's hours computable
+LATEST = datetime(2100, 1, 1, tzinfo=UTC)
+
+
+class RunningByTierSerializer(serializers.Serializer):
+    guaranteed = serializers.IntegerField()
+    burst = serializers.IntegerField()
+    reserved = serializers.IntegerField()
+    spot = serializers.IntegerField()
+
+
+class PoolSerializer(serializers.Serializer):
+    """A ``PoolOverview``: the pool's figures in GPUs."""
+
+    id = serializers.IntegerField(source="pool.pk")
+    gpu_model = serializers.IntegerField(source="pool.gpu_model_id")
+    gpu_model_name = serializers.CharField(source="pool.gpu_model.name")
+    capacity = serializers.IntegerField(source="pool.capacity", help_text="C")
+    committed_gpus = serializers.IntegerField(source="pool.committed_gpus", help_text="K")
+    guaranteed_total = serializers.IntegerField(help_text="Σ G over the projects' quotas")
+    running = serializers.IntegerField(help_text="GPUs held by running leases, all tiers")
+    running_by_tier = RunningByTierSerializer()
+    under_notice = serializers.IntegerField()
+    held_for_reservations = serializers.IntegerField()
+    scheduled = serializers.IntegerField(help_text="GPUs booked ahead, not started yet")
+    queued = serializers.IntegerField(help_text="GPUs asked by queued leases")
+    state = serializers.SerializerMethodField(help_text="degraded while C is below Σ G (Q1)")
+
+    @extend_schema_field(serializers.ChoiceField(choices=Pool.State.choices))
+    def get_state(self, overview: PoolOverview) -> str:
+        return Pool.State.DEGRADED if overview.degraded else Pool.State.OK
+
+
+class WeekStepSerializer(serializers.Serializer):
+    start = serializers.DateTimeField()
+    guaranteed = serializers.IntegerField(help_text="The guaranteed floor Σ G")
+    reserved = serializers.IntegerField(help_text="GPUs booked beyond the guarantees")
+    free = serializers.IntegerField(help_text="C − Σ G − reserved, at least 0")
+    over = serializers.BooleanField(help_text="Σ G + reserved exceeds C")
+
+
+class WeekSerializer(serializers.Serializer):
+    pool = serializers.IntegerField()
+    capacity = serializers.IntegerField()
+    since = serializers.DateTimeField()
+    steps = WeekStepSerializer(many=True, help_text="One step per hour, 168 in all")
+
+
+class WeekQuerySerializer(serializers.Serializer):
+    since = serializers.CharField(
+        required=False,
+        max_length=40,
+        help_text="A date or an ISO 8601 time; default: Monday 00:00 UTC of this week",
+    )
+
+    def validate_since(self, value: str) -> datetime:
+        try:
+            if len(value) == 10:
+                moment = datetime.combine(date.fromisoformat(value), time(0), tzinfo=UTC)
+            else:
+                moment = datetime.fromisoformat(value)
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=UTC)
+            moment = moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+        except (ValueError, OverflowError):
+            raise serializers.ValidationError(
+                _("Give a date (2026-04-06) or a time (2026-04-06T10:00:00Z).")
+            ) from None
+        if not EARLIEST <= moment <= LATEST:
+            raise serializers.ValidationError(_("Give a week between 2000 and 2100."))
+        return moment
+
+
+class CapacitySerializer(serializers.Serializer):
+    capacity = serializers.IntegerField(min_value=0, max_value=MAX_GPUS)
+
+
+@extend_schema_view(
+    list=extend_schema(summary="Pools at a glance", tags=["pools"]),
+    retrieve=extend_schema(summary="A pool at a glance", tags=["pools"]),
+)
+class PoolViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSet):
+    serializer_class = PoolSerializer
+    ordering_fields = ["gpu_model__name", "capacity"]
+    ordering = ["gpu_model__name"]
+    filterset_fields = ["state", "gpu_model"]
+
+    def get_queryset(self) -> QuerySet[Pool]:
+        if not getattr(self, "swagger_fake_view", False):
+            require_catalog_reader(self.request.user)
+        return Pool.objects.select_related("gpu_model")
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        overviews = selectors.pool_overviews(page)
+        return self.get_paginated_response(self.get_serializer(overviews, many=True).data)
+
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return self.answer(selectors.pool_overview(self.get_object()))
+
+    @extend_schema(
+        summary="The pool's week: booked capacity against C, hour by hour",
+        tags=["pools"],
+        parameters=[WeekQuerySerializer],
+        responses=WeekSerializer,
+    )
+    @action(detail=True, methods=["get"])
+    def week(self, request: Request, pk: str | None = None) -> Response:
+        pool = self.get_object()
+        query = WeekQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        since = query.validated_data.get("since")
+        if since is None:
+            today = timezone.now().date()
+            monday = today - timedelta(days=today.weekday())
+            since = datetime.combine(monday, time(0), tzinfo=UTC)
+        steps = reservations.week(pool, since=since)
+        return Response(
+            WeekSerializer(
+                {"pool": pool.pk, "capacity": pool.capacity, "since": since, "steps": steps}
+            ).data
+        )
+
+    @extend_schema(
+        summary="Set the pool's capacity C (admins)",
+        tags=["pools"],
+        request=CapacitySerializer,
+        responses=PoolSerializer,
+    )
+    @action(detail=True, methods=["post"])
+    def capacity(self, request: Request, pk: str | None = None) -> Response:
+        pool = self.get_object()
+        if not access.is_admin(request.user):
+            raise NotPermitted(_("Only admins change a pool's capacity."))
+        data = self.validated(CapacitySerializer, request)
+        pools.set_capacity(
+            actor=request.user, gpu_model=pool.gpu_model_id, capacity=data["capacity"], source="api"
+        )
+        return self.answer(selectors.pool_overview(self.get_object()))
+
+
+def register(router: BaseRouter) -> None:
+    router.register("pools", PoolViewSet, basename="pool")
+
+
+urlpatterns: list = []
