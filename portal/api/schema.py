@@ -2,7 +2,7 @@
 
 A postprocessing hook (drf-spectacular) adds the ``Error`` and ``ValidationError``
 shapes of ``portal.api.errors`` and, to each operation, the answers it can give:
-400/401/403/429 always, 404 where the path names an object, 409 and 415 for writes.
+400/401/403/404/429 always, 409 and 415 for writes.
 """
 
 from typing import Any
@@ -28,7 +28,11 @@ VALIDATION_ERROR = {
     "type": "object",
     "required": ["code", "detail", "errors"],
     "properties": {
-        "code": {"type": "string", "enum": ["invalid"]},
+        "code": {
+            "type": "string",
+            "description": "invalid (fields), parse_error (a body that is not JSON, or YAML "
+            "where asked), or the rule a configured value breaks (guarantees_over_capacity …).",
+        },
         "detail": {"type": "string"},
         "errors": {
             "type": "object",
@@ -41,7 +45,8 @@ DESCRIPTIONS = {
     "400": "Invalid input: the fields named in errors.",
     "401": "No valid credentials.",
     "403": "Not permitted.",
-    "404": "Not found, or not visible to you.",
+    "404": "Not found, or not visible to you (an object in the path or the body, a page "
+    "past the end of a list).",
     "409": "Refused by a rule; code names it and figures carry the numbers.",
     "415": "The body is not in a format this operation reads (JSON unless it says).",
     "429": "Too many requests; retry after the Retry-After header's seconds.",
@@ -61,10 +66,10 @@ def add_error_responses(result: dict[str, Any], generator, request, public) -> d
         for method, operation in operations.items():
             if method not in WRITES | {"get"}:
                 continue
-            # Any operation may refuse its query (a bad filter value, a NUL byte): 400.
-            codes = ["400", "401", "403", "429"]
-            if "{" in path:
-                codes.append("404")
+            # Any operation may refuse its query (a bad filter value, a NUL byte): 400; and
+            # any may answer 404: an object in the path or the body the caller cannot see,
+            # a page past the end of a list, a resource only admins may know of.
+            codes = ["400", "401", "403", "404", "429"]
             if method in WRITES:
                 codes += ["409", "415"]
             responses = operation.setdefault("responses", {})

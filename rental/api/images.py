@@ -24,7 +24,10 @@ MAX_ID = 2**31 - 1
 
 class ImageSerializer(serializers.ModelSerializer):
     project = serializers.SlugRelatedField(
-        slug_field="slug", read_only=True, help_text="Empty for a site image (every project)"
+        slug_field="slug",
+        read_only=True,
+        allow_null=True,
+        help_text="Empty for a site image (every project)",
     )
     created_by = serializers.CharField(
         source="created_by.username", read_only=True, allow_null=True, default=None

@@ -175,3 +175,13 @@ def test_it_answers_a_body_that_is_not_json_with_errors(alice):
     )
     assert response.status_code == 400
     assert response.json()["errors"] == {"non_field_errors": [response.json()["detail"]]}
+
+
+def test_it_refuses_a_page_size_that_is_not_a_whole_number(alice):
+    client = APIClient()
+    client.force_authenticate(alice)
+    for bad in ("true", "0", "-3", "1.5"):
+        response = client.get(f"/api/v1/ssh-keys?page_size={bad}")
+        assert response.status_code == 400, bad
+        assert list(response.json()["errors"]) == ["page_size"]
+    assert client.get("/api/v1/ssh-keys?page_size=500").status_code == 200
