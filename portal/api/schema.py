@@ -62,7 +62,7 @@ def add_error_responses(result: dict[str, Any], generator, request, public) -> d
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
     schemas.setdefault("Error", ERROR)
     schemas.setdefault("ValidationError", VALIDATION_ERROR)
-    for path, operations in result.get("paths", {}).items():
+    for operations in result.get("paths", {}).values():
         for method, operation in operations.items():
             if method not in WRITES | {"get"}:
                 continue
