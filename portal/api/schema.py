@@ -2,7 +2,8 @@
 
 A postprocessing hook (drf-spectacular) adds the ``Error`` and ``ValidationError``
 shapes of ``portal.api.errors`` and, to each operation, the answers it can give:
-401/403/429 always, 404 where the path names an object, 400 and 409 for writes.
+401/403/429 always, 404 where the path names an object, 400 and 409 for writes,
+400 for reads that take query parameters.
 """
 
 from typing import Any
@@ -65,6 +66,8 @@ def add_error_responses(result: dict[str, Any], generator, request, public) -> d
                 codes.append("404")
             if method in WRITES:
                 codes += ["400", "409"]
+            elif any(p.get("in") == "query" for p in operation.get("parameters", [])):
+                codes.append("400")  # a filter or parameter that is not valid
             responses = operation.setdefault("responses", {})
             for code in codes:
                 shape = "ValidationError" if code == "400" else "Error"

@@ -22,7 +22,13 @@ v1 = [
     path("projects/<slug:slug>/config", config.project_config, name="project-config"),
 ]
 
-API_MODULES: tuple[str, ...] = ()
+API_MODULES: tuple[str, ...] = (
+    "portal.api.people",
+    "portal.api.tokens",
+    "portal.api.audit",
+    "billing.api.statements",
+    "billing.api.budgets",
+)
 
 for dotted in API_MODULES:
     module = import_module(dotted)
