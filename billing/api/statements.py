@@ -19,7 +19,7 @@ from drf_spectacular.utils import (
     extend_schema,
     extend_schema_view,
 )
-from rest_framework import exceptions, mixins, renderers, serializers
+from rest_framework import exceptions, mixins, negotiation, serializers
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -209,25 +209,15 @@ class StatementFilter(django_filters.FilterSet):
         return queryset.filter(period=start.date()) if start else queryset
 
 
-class FileRenderer(renderers.BaseRenderer):
-    """An export's bytes as they are; an error answer (a dict) as JSON."""
+class FileNegotiation(negotiation.BaseContentNegotiation):
+    """The export answers a file of the kind ``?format=`` names, and any error as JSON:
+    DRF's own negotiation would read ``format`` as a renderer's name and answer 404."""
 
-    def render(self, data: Any, accepted_media_type: Any = None, renderer_context: Any = None):
-        if isinstance(data, bytes | str):
-            return data
-        return renderers.JSONRenderer().render(data)
+    def select_parser(self, request: Request, parsers: list) -> Any:
+        return parsers[0] if parsers else None
 
-
-class CSVRenderer(FileRenderer):
-    media_type = "text/csv"
-    format = "csv"
-    charset = "utf-8"
-
-
-class PDFRenderer(FileRenderer):
-    media_type = "application/pdf"
-    format = "pdf"
-    charset = None
+    def select_renderer(self, request: Request, renderers: list, format_suffix: Any = None):
+        return renderers[0], renderers[0].media_type
 
 
 @extend_schema_view(
@@ -309,7 +299,7 @@ class StatementViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalV
     @action(
         detail=True,
         methods=["get"],
-        renderer_classes=[CSVRenderer, PDFRenderer, renderers.JSONRenderer],
+        content_negotiation_class=FileNegotiation,
         filter_backends=[],
     )
     def export(self, request: Request, pk: Any = None) -> HttpResponse:
