@@ -138,3 +138,14 @@ def test_the_list_is_a_fixed_number_of_queries(f0, count, django_assert_num_quer
     with django_assert_num_queries(4):
         response = client.get(f"{URL}?page_size=200")
     assert response.json()["count"] == count
+
+
+def test_a_body_that_is_not_json_is_400_and_writes_nothing(f0):
+    client = as_user(f0.alpha_manager)
+    assert client.post(URL, "{oops", content_type="application/json").status_code == 400
+    assert client.post(URL, [1, 2], format="json").status_code == 400
+    wrong_types = {**BODY, "monthly_amount": ["5"], "thresholds": {"percent": 5}}
+    response = client.post(URL, wrong_types, format="json")
+    assert response.status_code == 400
+    assert {"monthly_amount", "thresholds"} <= set(response.json()["errors"])
+    assert not Budget.objects.exists()

@@ -174,3 +174,16 @@ def test_the_lists_are_a_fixed_number_of_queries(f0, count, django_assert_num_qu
     with django_assert_num_queries(7):
         members = client.get(members_url("alpha") + "?page_size=200").json()
     assert members["count"] == count + 2
+
+
+def test_a_body_that_is_not_json_is_400_and_writes_nothing(f0):
+    client = as_user(f0.alpha_manager)
+    response = client.post(members_url("alpha"), "{oops", content_type="application/json")
+    assert response.status_code == 400
+    assert client.post(members_url("alpha"), ["bob"], format="json").status_code == 400
+    alice = Membership.objects.get(user=f0.alice)
+    patch = client.patch(members_url("alpha", alice.pk), {"role": None}, format="json")
+    assert patch.status_code == 400
+    alice.refresh_from_db()
+    assert alice.role == "engineer"
+    assert Membership.objects.filter(project=f0.alpha).count() == 2

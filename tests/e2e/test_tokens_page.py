@@ -68,6 +68,12 @@ def test_a_person_makes_sees_once_and_revokes_a_token(live_server, browser):
     row.refresh_from_db()
     assert row.revoked_at is not None
     assert client.get("/api/v1/me").status_code == 401
+
+    page.click("details.usermenu summary")
+    page.click("#language-switch button")
+    expect(page.locator("h1")).to_have_text("API 令牌")
+    expect(page.locator(f"#token-{row.pk}")).to_contain_text("已吊销")
+    screenshot(page, "tokens-zh")
     assert violations == []
     context.close()
     connections.close_all()
