@@ -163,6 +163,7 @@ def set_budget(
     monthly_amount: Any,
     thresholds: list[dict],
     cap_policy: str = Budget.CapPolicy.REFUSE_NEW,
+    source: str = SOURCE,
 ) -> Budget:
     """A manager sets the project's monthly budget and its thresholds."""
     if not access.can_manage(actor, project):
@@ -197,7 +198,7 @@ def set_budget(
         verb="budget.set",
         obj=budget,
         project=project,
-        source=SOURCE,
+        source=source,
         before=before,
         after={"monthly_amount": amount, "thresholds": cleaned, "cap_policy": cap_policy},
     )

@@ -225,7 +225,9 @@ def close_due_periods(*, now: datetime | None = None) -> int:
 
 
 @transaction.atomic
-def approve_statement(*, statement_id: int, actor: Any, now: datetime | None = None) -> Statement:
+def approve_statement(
+    *, statement_id: int, actor: Any, now: datetime | None = None, source: str = SOURCE
+) -> Statement:
     now = now or timezone.now()
     statement = (
         Statement.objects.select_for_update(of=("self",))
@@ -257,7 +259,7 @@ def approve_statement(*, statement_id: int, actor: Any, now: datetime | None = N
         verb="statement.approve",
         obj=statement,
         project=statement.project,
-        source=SOURCE,
+        source=source,
         before={"status": before},
         after={"status": statement.status},
         at=now,
@@ -273,7 +275,7 @@ def approve_statement(*, statement_id: int, actor: Any, now: datetime | None = N
 
 @transaction.atomic
 def dispute_line(
-    *, line_id: int, actor: Any, comment: str, now: datetime | None = None
+    *, line_id: int, actor: Any, comment: str, now: datetime | None = None, source: str = SOURCE
 ) -> LineDispute:
     now = now or timezone.now()
     comment = (comment or "").strip()
@@ -296,7 +298,7 @@ def dispute_line(
         verb="statement.dispute",
         obj=dispute,
         project=project,
-        source=SOURCE,
+        source=source,
         after={"line": line.pk, "amount": line.amount, "comment": comment},
         at=now,
     )
@@ -342,6 +344,7 @@ def add_correction(
     description: str,
     dispute_id: int | None = None,
     now: datetime | None = None,
+    source: str = SOURCE,
 ) -> StatementLine:
     """An admin's correction (P2): an adjustment (any sign) or a credit (a positive sum
     given back, booked negative) on the project's statement for the open period."""
@@ -373,7 +376,7 @@ def add_correction(
         verb=f"statement.{kind}",
         obj=line,
         project=project,
-        source=SOURCE,
+        source=source,
         after={"amount": value, "description": description, "period": _period_label(now)},
         at=now,
     )
@@ -389,6 +392,7 @@ def answer_dispute(
     kind: str = "",
     amount: Any = None,
     now: datetime | None = None,
+    source: str = SOURCE,
 ) -> LineDispute:
     """An admin answers a dispute, with an adjustment or credit line in the open period
     when money changes hands, or with an explanation alone."""
@@ -420,6 +424,7 @@ def answer_dispute(
             },
             dispute_id=dispute.pk,
             now=now,
+            source=source,
         )
     dispute.status = LineDispute.Status.ANSWERED
     dispute.answer = answer
@@ -439,7 +444,7 @@ def answer_dispute(
         verb="statement.dispute_answer",
         obj=dispute,
         project=project,
-        source=SOURCE,
+        source=source,
         after={"answer": answer, "correction": correction.amount if correction else None},
         at=now,
     )

@@ -122,6 +122,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Outermost but one: every answer gets the policy, error pages and 400s included.
+    "portal.csp.ContentSecurityPolicyMiddleware",
     "portal.middleware.RejectNulBytesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -433,6 +435,11 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": "/api/v1",
+    # Several models have a "status"; each choice set gets its own name in the schema.
+    "ENUM_NAME_OVERRIDES": {
+        "StatementStatusEnum": "billing.models.Statement.Status",
+        "DisputeStatusEnum": "billing.models.LineDispute.Status",
+    },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "portal.api.schema.add_error_responses",

@@ -29,7 +29,12 @@ def digest(token: str) -> str:
 
 @transaction.atomic
 def create_token(
-    *, actor: Any, name: str, expires_at: datetime, now: datetime | None = None
+    *,
+    actor: Any,
+    name: str,
+    expires_at: datetime,
+    now: datetime | None = None,
+    source: str = "web",
 ) -> tuple[ApiToken, str]:
     """Make a token for ``actor``; returns the row and the token, which is never stored."""
     now = now or timezone.now()
@@ -58,7 +63,7 @@ def create_token(
         actor=actor,
         verb="token.created",
         obj=row,
-        source="web",
+        source=source,
         after={"name": name, "expires_at": expires_at},
         at=now,
     )
@@ -66,14 +71,16 @@ def create_token(
 
 
 @transaction.atomic
-def revoke_token(*, actor: Any, token: ApiToken, now: datetime | None = None) -> ApiToken:
+def revoke_token(
+    *, actor: Any, token: ApiToken, now: datetime | None = None, source: str = "web"
+) -> ApiToken:
     now = now or timezone.now()
     locked = ApiToken.objects.select_for_update().get(pk=token.pk)
     if locked.revoked_at is not None:
         raise InvalidTransition(_("This token is already revoked."), code="revoked")
     locked.revoked_at = now
     locked.save(update_fields=["revoked_at"])
-    audit.record(actor=actor, verb="token.revoked", obj=locked, source="web", at=now)
+    audit.record(actor=actor, verb="token.revoked", obj=locked, source=source, at=now)
     return locked
 
 

@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from portal import views
+from portal import token_views, views
 from rental import heartbeat
 
 admin.site.login = views.throttled_admin_login(admin.site.login)
@@ -19,6 +19,8 @@ urlpatterns = [
     path("notifications/", views.notifications, name="notifications"),
     path("notifications/read/", views.notifications_read, name="notifications_read"),
     path("audit/", views.audit_log, name="audit_log"),
+    path("tokens/", token_views.token_list, name="tokens"),
+    path("tokens/<int:pk>/revoke/", token_views.token_revoke, name="token_revoke"),
     path("admin/", admin.site.urls),
     path("i18n/", include("django.conf.urls.i18n")),
     path("api/v1/agent/heartbeat", heartbeat.heartbeat, name="agent_heartbeat"),

@@ -9,7 +9,11 @@ namespace (``api:lease-list``); paths have no trailing slash.
 from importlib import import_module
 
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.views import (
+    SpectacularAPIView,
+    SpectacularRedocView,
+    SpectacularSwaggerSplitView,
+)
 from rest_framework.routers import DefaultRouter
 
 from portal.api import config, me
@@ -30,6 +34,11 @@ API_MODULES: tuple[str, ...] = (
     "rental.api.keys",
     "rental.api.volumes",
     "rental.api.accounts",
+    "portal.api.people",
+    "portal.api.tokens",
+    "portal.api.audit",
+    "billing.api.statements",
+    "billing.api.budgets",
 )
 
 for dotted in API_MODULES:
@@ -42,6 +51,7 @@ v1 += router.urls
 urlpatterns = [
     path("api/v1/", include((v1, "api"))),
     path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api_schema"), name="api_docs"),
+    # The split view serves Swagger UI's start-up script from a URL, not inline (CSP).
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api_schema"), name="api_docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="api_schema"), name="api_redoc"),
 ]

@@ -66,6 +66,10 @@ def test_it_shows_the_catalog_and_warns_on_the_form(live_server, browser):
     expect(warning).to_contain_text("needs CUDA 12.4")
     expect(warning).to_contain_text("up to 12.2")
     screenshot(page, "request-form-cuda-warning")
+    # The warning above is already on the first render: let the estimate the first choice
+    # asked for come back before choosing again, or its answer (which re-renders the form's
+    # fields out of band) puts the first image back while the second is queued.
+    page.wait_for_load_state("networkidle")
 
     page.select_option("#id_image", str(older.pk))
     expect(page.locator("#estimate-outcome")).not_to_have_attribute(

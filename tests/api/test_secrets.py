@@ -1,0 +1,90 @@
+"""A personal token's raw value and a session id appear in no API answer but the one 201
+that creates the token, and in no log line.
+
+Every API URL with an access-matrix rule (tests/access) is requested with the token and
+with the session, after failed and refused calls that put lines in the log; each answer's
+body and headers (the session cookie itself aside) and every captured log record are
+searched for both secrets.
+"""
+
+import base64
+import logging
+from datetime import timedelta
+
+import pytest
+from django.conf import settings
+from django.urls import reverse
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from tests.access import world as world_module
+from tests.access.test_matrix import RULES
+from tests.factories import PASSWORD
+
+
+@pytest.fixture
+def world(db, settings):
+    settings.PORTAL_MAX_PENDING_PER_USER = 100
+    return world_module.build()
+
+
+def _visible(response) -> str:
+    headers = "\n".join(
+        f"{name}: {value}" for name, value in response.items() if name.lower() != "set-cookie"
+    )
+    body = (
+        "" if getattr(response, "streaming", False) else response.content.decode(errors="replace")
+    )
+    return headers + "\n" + body
+
+
+def test_no_answer_or_log_line_shows_a_token_or_a_session_id(world, caplog):
+    caplog.set_level(logging.DEBUG)
+    user = world.users["manager"]
+    pair = base64.b64encode(f"{user.username}:{PASSWORD}".encode()).decode()
+    maker = APIClient()
+    maker.credentials(HTTP_AUTHORIZATION=f"Basic {pair}")
+    expires = (timezone.now() + timedelta(days=2)).isoformat()
+    created = maker.post("/api/v1/tokens", {"name": "ci", "expires_at": expires}, format="json")
+    assert created.status_code == 201
+    raw = created.json()["token"]
+
+    browser = APIClient()
+    assert browser.login(username=user.username, password=PASSWORD)
+    session_id = browser.cookies[settings.SESSION_COOKIE_NAME].value
+    assert len(session_id) > 20
+
+    scripted = APIClient()
+    scripted.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    answers = []
+    # Refused and failing calls log warnings: none of them may carry the secrets.
+    broken = APIClient()
+    broken.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}x")
+    answers.append(broken.get("/api/v1/me"))
+    answers.append(scripted.post("/api/v1/tokens", {"name": "ci", "expires_at": expires}))
+    answers.append(browser.post("/api/v1/tokens", {"name": "x" * 200}, format="json"))
+    answers.append(scripted.get("/api/v1/audit-events"))
+    answered = 0
+    for name, rule in sorted(RULES.items()):
+        if not name.startswith("api:") or rule.get is None:
+            continue
+        url = reverse(name, kwargs=rule.kwargs(world) if rule.kwargs else {})
+        for client in (scripted, browser):
+            answers.append(client.get(url))
+            answered += 1
+    answers.append(browser.get("/api/schema/"))
+    answers.append(browser.get("/api/docs/"))
+    answers.append(browser.get("/tokens/"))
+
+    assert answered >= 10
+    assert {answer.status_code for answer in answers} >= {200, 401, 400}
+    for answer in answers:
+        text = _visible(answer)
+        assert raw not in text and raw[4:] not in text, answer.wsgi_request.path
+        assert session_id not in text, answer.wsgi_request.path
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    logged += "\n".join(str(record.__dict__) for record in caplog.records)
+    assert "Unauthorized" in logged  # the failed calls were logged …
+    assert raw not in logged and raw[4:] not in logged  # … without the token
+    assert session_id not in logged
+    assert PASSWORD not in logged and pair not in logged
