@@ -169,7 +169,7 @@ class LeaseRequestForm(forms.Form):
         )
         self.volumes_by_pk = {str(v.pk): v for v in self.volumes}
         self.fields["data_volume"].widget.choices = [
-            ("", _("None")),
+            ("", _("No data volume")),
             *[(pk, _volume_label(v)) for pk, v in self.volumes_by_pk.items()],
         ]
         # Only the project's listed volumes steer the preview; any other value is refused

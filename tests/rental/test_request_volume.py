@@ -75,7 +75,7 @@ def test_it_lists_only_the_projects_available_volumes_with_size_and_zone(f0v, cl
     client.force_login(f0v.alice)
     page = client.get(reverse("rental:lease_new")).content.decode()
     assert volume_options(page) == [
-        "None",
+        "No data volume",
         "datasets · 500 GB · us-east-1b",
         "weights · 50 GB · us-east-1a",
     ]
@@ -94,7 +94,7 @@ def test_it_refreshes_the_volumes_when_the_project_changes(f0v, client):
     )
     html = answer.content.decode()
     assert 'id="field-data_volume" hx-swap-oob="true"' in html
-    assert volume_options(html) == ["None", "theirs · 20 GB · us-east-1a"]
+    assert volume_options(html) == ["No data volume", "theirs · 20 GB · us-east-1a"]
 
 
 def test_the_estimate_says_the_launch_is_placed_in_the_volume_zone(f0v, client):
