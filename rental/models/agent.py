@@ -3,6 +3,8 @@
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from rental.models.packed import PackedReadingsField
+
 
 class UtilizationRollup(models.Model):
     """One instance-hour of samples: per-GPU mean and peak utilization, mean memory used."""
@@ -13,9 +15,9 @@ class UtilizationRollup(models.Model):
     hour = models.DateTimeField(_("hour"))
     samples = models.PositiveSmallIntegerField(_("samples"))
     idle_samples = models.PositiveSmallIntegerField(_("idle samples"))
-    gpu_utilization_mean = models.JSONField(_("mean GPU utilization (%)"), default=list)
-    gpu_utilization_max = models.JSONField(_("peak GPU utilization (%)"), default=list)
-    memory_used_mb_mean = models.JSONField(_("mean memory used (MB)"), default=list)
+    gpu_utilization_mean = PackedReadingsField(_("mean GPU utilization (%)"), scale=100)
+    gpu_utilization_max = PackedReadingsField(_("peak GPU utilization (%)"), scale=100)
+    memory_used_mb_mean = PackedReadingsField(_("mean memory used (MB)"), width=4)
 
     class Meta:
         ordering = ["instance", "hour"]
