@@ -53,9 +53,7 @@ def test_the_schema_describes_the_heartbeat_with_its_token_and_answers(schema):
     assert gpus["maxItems"] == MAX_GPUS
 
 
-def test_what_the_schema_allows_the_endpoint_accepts_and_answers_as_described(
-    client, f0, schema
-):
+def test_what_the_schema_allows_the_endpoint_accepts_and_answers_as_described(client, f0, schema):
     run = running_lease(f0)
     body = copy.deepcopy(EXAMPLE)
     validator(schema, "AgentHeartbeat").validate(body)
