@@ -1,12 +1,12 @@
 """Utilization samples and rollups stored compactly (docs/operations.md, "The samples
-table"): the readings packed as fixed-width integers instead of jsonb arrays, and the raw
-samples keyed by (instance, at) without an id column.
+table"): the readings packed as fixed-width integers instead of jsonb arrays, and rows
+keyed by (instance, at) and (instance, hour) without an id column or a second index.
 
-Django cannot turn an id key into a composite one in place, so the samples move to a new
-table (converted in one INSERT … SELECT on PostgreSQL, in batches elsewhere) that then
-takes the old one's name. Rollups get packed columns beside the old ones, filled, and
-renamed. On PostgreSQL the time columns get a BRIN index (a few pages for the whole
-table): the hourly rollup and the retention purge select by time across instances.
+Django cannot turn an id key into a composite one in place, so each table moves to a new
+one (converted in one INSERT … SELECT on PostgreSQL, in batches elsewhere) that then
+takes the old one's name. On PostgreSQL the time columns get a BRIN index (a few pages
+for the whole table): the hourly rollup and the retention purges select by time across
+instances. Going back drops the samples and rollups (telemetry), not the instances.
 """
 
 import django.db.models.deletion
@@ -69,20 +69,35 @@ def copy_samples(apps, schema_editor) -> None:
     new.objects.bulk_create(batch, ignore_conflicts=True)
 
 
-def fill_rollups(apps, schema_editor) -> None:
+def copy_rollups(apps, schema_editor) -> None:
     connection = schema_editor.connection
     if connection.vendor == "postgresql":
-        sets = ", ".join(
-            f"{name}_packed = {packed_sql(name, scale, width)}"
-            for name, scale, width in ROLLUP_COLUMNS
+        values = ", ".join(
+            packed_sql(f"r.{name}", scale, width) for name, scale, width in ROLLUP_COLUMNS
         )
-        schema_editor.execute(f"UPDATE rental_utilizationrollup SET {sets}")
+        schema_editor.execute(
+            "INSERT INTO rental_compactrollup (instance_id, hour, samples, idle_samples, "
+            "gpu_utilization_mean, gpu_utilization_max, memory_used_mb_mean) "
+            f"SELECT r.instance_id, r.hour, r.samples, r.idle_samples, {values} "
+            "FROM rental_utilizationrollup AS r"
+        )
         return
-    rollup = apps.get_model("rental", "UtilizationRollup")
-    for row in rollup.objects.iterator(chunk_size=2000):
-        for name, _scale, _width in ROLLUP_COLUMNS:
-            setattr(row, f"{name}_packed", getattr(row, name) or [])
-        row.save(update_fields=[f"{name}_packed" for name, _s, _w in ROLLUP_COLUMNS])
+    old = apps.get_model("rental", "UtilizationRollup")
+    new = apps.get_model("rental", "CompactRollup")
+    new.objects.bulk_create(
+        (
+            new(
+                instance_id=row.instance_id,
+                hour=row.hour,
+                samples=row.samples,
+                idle_samples=row.idle_samples,
+                **{name: getattr(row, name) or [] for name, _s, _w in ROLLUP_COLUMNS},
+            )
+            for row in old.objects.order_by("pk").iterator(chunk_size=2000)
+        ),
+        batch_size=2000,
+        ignore_conflicts=True,
+    )
 
 
 def brin_indexes(apps, schema_editor) -> None:
@@ -101,6 +116,21 @@ def drop_brin_indexes(apps, schema_editor) -> None:
     if schema_editor.connection.vendor == "postgresql":
         schema_editor.execute("DROP INDEX IF EXISTS utilizationsample_at_brin")
         schema_editor.execute("DROP INDEX IF EXISTS utilizationrollup_hour_brin")
+
+
+def composite_key(*fields: str) -> models.CompositePrimaryKey:
+    return models.CompositePrimaryKey(
+        *fields, blank=True, editable=False, primary_key=True, serialize=False
+    )
+
+
+def instance_key(related_name: str) -> models.ForeignKey:
+    return models.ForeignKey(
+        db_index=False,
+        on_delete=django.db.models.deletion.CASCADE,
+        related_name=related_name,
+        to="rental.instance",
+    )
 
 
 def packed(verbose_name: str, scale: int, width: int):
@@ -170,39 +200,32 @@ class Migration(migrations.Migration):
                 "verbose_name_plural": "utilization samples",
             },
         ),
-        *[
-            migrations.AddField(
-                model_name="utilizationrollup",
-                name=f"{name}_packed",
-                field=packed(name, scale, width),
-            )
-            for name, scale, width in ROLLUP_COLUMNS
-        ],
-        migrations.RunPython(fill_rollups, migrations.RunPython.noop, elidable=True),
-        *[
-            migrations.RemoveField(model_name="utilizationrollup", name=name)
-            for name, _scale, _width in ROLLUP_COLUMNS
-        ],
-        *[
-            migrations.RenameField(
-                model_name="utilizationrollup", old_name=f"{name}_packed", new_name=name
-            )
-            for name, _scale, _width in ROLLUP_COLUMNS
-        ],
-        migrations.AlterField(
-            model_name="utilizationrollup",
-            name="gpu_utilization_mean",
-            field=packed("mean GPU utilization (%)", 100, 2),
+        migrations.CreateModel(
+            name="CompactRollup",
+            fields=[
+                ("pk", composite_key("instance", "hour")),
+                ("instance", instance_key("+")),
+                ("hour", models.DateTimeField(verbose_name="hour")),
+                ("samples", models.PositiveSmallIntegerField(verbose_name="samples")),
+                ("idle_samples", models.PositiveSmallIntegerField(verbose_name="idle samples")),
+                ("gpu_utilization_mean", packed("mean GPU utilization (%)", 100, 2)),
+                ("gpu_utilization_max", packed("peak GPU utilization (%)", 100, 2)),
+                ("memory_used_mb_mean", packed("mean memory used (MB)", 1, 4)),
+            ],
         ),
+        migrations.RunPython(copy_rollups, migrations.RunPython.noop, elidable=True),
+        migrations.DeleteModel(name="UtilizationRollup"),
+        migrations.RenameModel(old_name="CompactRollup", new_name="UtilizationRollup"),
         migrations.AlterField(
-            model_name="utilizationrollup",
-            name="gpu_utilization_max",
-            field=packed("peak GPU utilization (%)", 100, 2),
+            model_name="utilizationrollup", name="instance", field=instance_key("rollups")
         ),
-        migrations.AlterField(
-            model_name="utilizationrollup",
-            name="memory_used_mb_mean",
-            field=packed("mean memory used (MB)", 1, 4),
+        migrations.AlterModelOptions(
+            name="utilizationrollup",
+            options={
+                "ordering": ["instance", "hour"],
+                "verbose_name": "hourly utilization",
+                "verbose_name_plural": "hourly utilization",
+            },
         ),
         migrations.RunPython(brin_indexes, drop_brin_indexes),
     ]

@@ -9,8 +9,10 @@ from rental.models.packed import PackedReadingsField
 class UtilizationRollup(models.Model):
     """One instance-hour of samples: per-GPU mean and peak utilization, mean memory used."""
 
+    # Keyed by (instance, hour): no id column, no second index (see UtilizationSample).
+    pk = models.CompositePrimaryKey("instance", "hour")
     instance = models.ForeignKey(
-        "rental.Instance", on_delete=models.CASCADE, related_name="rollups"
+        "rental.Instance", on_delete=models.CASCADE, related_name="rollups", db_index=False
     )
     hour = models.DateTimeField(_("hour"))
     samples = models.PositiveSmallIntegerField(_("samples"))
@@ -23,9 +25,6 @@ class UtilizationRollup(models.Model):
         ordering = ["instance", "hour"]
         verbose_name = _("hourly utilization")
         verbose_name_plural = _("hourly utilization")
-        constraints = [
-            models.UniqueConstraint(fields=["instance", "hour"], name="one_rollup_per_hour"),
-        ]
 
     def __str__(self) -> str:
-        return f"{self.instance} {self.hour:%Y-%m-%d %H:00}"
+        return f"{self.instance_id} {self.hour:%Y-%m-%d %H:00}"
