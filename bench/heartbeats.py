@@ -10,8 +10,10 @@ connections, ``--rounds`` times; it prints heartbeats per second and the latency
 percentiles. Goal: ≥ 500 heartbeats/s and p99 ≤ 50 ms. Exit 1 when the goal is missed.
 
 Part 2 writes a month of one-a-minute samples for ``--month-instances`` instances, a day
-at a time, running the hourly rollup and the retention purge as the beat would, and
-prints the sizes of the samples and rollup tables, and those sizes scaled to 10,000.
+at a time, running the hourly rollup, the retention purge and a VACUUM as the beat and
+autovacuum would, and prints the sizes of the samples and rollup tables, bytes a row, and
+those sizes scaled to 10,000 instances. ``--instances 0`` or ``--month-instances 0`` skips
+a part.
 """
 
 import argparse
@@ -221,6 +223,11 @@ def ingestion(args: argparse.Namespace) -> bool:
 
 
 def month(args: argparse.Namespace) -> None:
+    """A month of one-a-minute samples for ``--month-instances`` instances, a day at a time,
+    each day followed by the hourly rollup, the retention purge and the VACUUM that
+    autovacuum would run; sizes are measured, then scaled to 10,000 instances (the bytes a
+    row take do not depend on how many instances there are, nor on the readings)."""
+    from django.conf import settings
     from django.db import connection
 
     from rental.models import Instance, UtilizationRollup, UtilizationSample
@@ -228,9 +235,12 @@ def month(args: argparse.Namespace) -> None:
 
     UtilizationSample.objects.all().delete()
     ids = list(Instance.objects.values_list("pk", flat=True)[: args.month_instances])
+    if len(ids) < args.month_instances:
+        make_instances(args.month_instances - len(ids))
+        ids = list(Instance.objects.values_list("pk", flat=True)[: args.month_instances])
     start = datetime(2026, 3, 1, tzinfo=UTC)
-    util = json.dumps([87.0] * GPUS)
-    memory = json.dumps([40960.0] * GPUS)
+    util = UtilizationSample._meta.get_field("gpu_utilization").pack([87.0] * GPUS)
+    memory = UtilizationSample._meta.get_field("memory_used_mb").pack([40960] * GPUS)
     started = time.perf_counter()
     for day in range(31):
         day_start = start + timedelta(days=day)
@@ -238,28 +248,44 @@ def month(args: argparse.Namespace) -> None:
             cursor.execute(
                 "INSERT INTO rental_utilizationsample "
                 "(instance_id, at, gpu_utilization, memory_used_mb, ssh_sessions) "
-                "SELECT i, t, %s::jsonb, %s::jsonb, 1 FROM unnest(%s::bigint[]) AS i, "
+                "SELECT i, t, %s, %s, 1 FROM unnest(%s::bigint[]) AS i, "
                 "generate_series(%s::timestamptz, %s::timestamptz, interval '1 minute') AS t",
                 [util, memory, ids, day_start, day_start + timedelta(minutes=1439)],
             )
         samples.roll_up_hours(now=day_start + timedelta(days=1), hours=24)
         samples.purge_samples(now=day_start + timedelta(days=1))
+        with connection.cursor() as cursor:
+            cursor.execute("VACUUM rental_utilizationsample")
     with connection.cursor() as cursor:
-        cursor.execute("VACUUM ANALYZE rental_utilizationsample")
-        cursor.execute(
-            "SELECT pg_total_relation_size('rental_utilizationsample'), "
-            "pg_total_relation_size('rental_utilizationrollup')"
-        )
-        raw_bytes, rollup_bytes = cursor.fetchone()
+        cursor.execute("VACUUM ANALYZE rental_utilizationrollup")
+        sizes = {}
+        for table in ("rental_utilizationsample", "rental_utilizationrollup"):
+            cursor.execute(
+                "SELECT pg_table_size(%s), pg_indexes_size(%s), pg_total_relation_size(%s)",
+                [table, table, table],
+            )
+            sizes[table] = cursor.fetchone()
     raw_rows = UtilizationSample.objects.count()
     rollup_rows = UtilizationRollup.objects.count()
+    raw_table, raw_indexes, raw_bytes = sizes["rental_utilizationsample"]
+    _table, _indexes, rollup_bytes = sizes["rental_utilizationrollup"]
     scale = 10_000 / len(ids)
+    per_raw = raw_bytes / raw_rows
+    per_rollup = rollup_bytes / rollup_rows
+    rollup_days = settings.PORTAL_ROLLUP_RETENTION_DAYS
+    gib = 2**30
     print(
-        f"month of samples for {len(ids)} instances ({time.perf_counter() - started:.0f} s): "
-        f"raw {raw_rows} rows, {raw_bytes / 2**20:.1f} MiB; rollups {rollup_rows} rows, "
-        f"{rollup_bytes / 2**20:.1f} MiB. Scaled to 10,000 instances: raw "
-        f"{raw_bytes * scale / 2**30:.1f} GiB, rollups {rollup_bytes * scale / 2**30:.2f} GiB "
-        f"(retention {os.environ.get('PORTAL_SAMPLE_RETENTION_DAYS', '14')} days)"
+        f"month of samples for {len(ids)} instances ({time.perf_counter() - started:.0f} s), "
+        f"raw retention {settings.PORTAL_SAMPLE_RETENTION_DAYS} days, rollups "
+        f"{rollup_days} days:\n"
+        f"  raw: {raw_rows} rows, {raw_bytes / 2**20:.1f} MiB (table {raw_table / 2**20:.1f}, "
+        f"indexes {raw_indexes / 2**20:.1f}) = {per_raw:.0f} B a row\n"
+        f"  rollups: {rollup_rows} rows, {rollup_bytes / 2**20:.1f} MiB = "
+        f"{per_rollup:.0f} B a row\n"
+        f"  scaled to 10,000 instances: raw {raw_bytes * scale / gib:.2f} GiB (steady), "
+        f"rollups after the month {rollup_bytes * scale / gib:.2f} GiB, at "
+        f"{rollup_days} days {per_rollup * 10_000 * 24 * rollup_days / gib:.1f} GiB (steady)",
+        flush=True,
     )
 
 
@@ -293,8 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         call_command("migrate", interactive=False, verbosity=0)
         sys.stdout.write(hardware_line() + "\n")
-        ok = ingestion(args)
-        month(args)
+        ok = ingestion(args) if args.instances else True
+        if args.month_instances:
+            month(args)
     finally:
         connections.close_all()
         if created and not args.keep:

@@ -443,6 +443,8 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "portal.api.schema.add_error_responses",
+        # The agent's heartbeat is a plain view (speed); its operation is written here.
+        "rental.heartbeat_schema.add_agent_heartbeat",
     ],
 }
 
@@ -504,7 +506,9 @@ PORTAL_IDLE_POLICY = {
         "alert_manager": env_int("PORTAL_IDLE_ALERT_PRODUCTION", 60),
     },
 }
-PORTAL_SAMPLE_RETENTION_DAYS = env_int("PORTAL_SAMPLE_RETENTION_DAYS", 14)
+# Raw per-minute samples, then hourly rollups (docs/operations.md, "The samples table").
+PORTAL_SAMPLE_RETENTION_DAYS = env_int("PORTAL_SAMPLE_RETENTION_DAYS", 7)
+PORTAL_ROLLUP_RETENTION_DAYS = env_int("PORTAL_ROLLUP_RETENTION_DAYS", 400)
 CELERY_BEAT_SCHEDULE["roll-up-utilization"] = {
     "task": "rental.tasks.roll_up_utilization_task",
     "schedule": 3600.0,

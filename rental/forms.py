@@ -12,7 +12,8 @@ from portal import access
 from portal.models import Project
 from portal.templatetags.portal_tags import rate
 from rental import selectors
-from rental.models import GpuModel, Image, Market, Offering, Priority, SshKey
+from rental.models import DataVolume, GpuModel, Image, Market, Offering, Priority, SshKey
+from rental.services.volumes import offerings_near
 
 
 class LeaseRequestForm(forms.Form):
@@ -44,6 +45,17 @@ class LeaseRequestForm(forms.Form):
         label=_("Image"),
         required=False,
         error_messages={"invalid_choice": _("This image cannot be used with that instance type.")},
+    )
+    # A plain value, not a choice: a volume the list no longer shows (taken, another
+    # project's) is looked up so that the service can say why it cannot be used.
+    data_volume = forms.CharField(
+        label=_("Data volume"),
+        required=False,
+        widget=forms.Select,
+        help_text=_(
+            "Attached to the instance at launch and kept when the lease ends; the instance "
+            "starts in the volume's zone."
+        ),
     )
     purpose = forms.CharField(
         label=_("Purpose"),
@@ -152,13 +164,36 @@ class LeaseRequestForm(forms.Form):
         )
         by_pk = {str(o.pk): o for o in self.fitting}
         self.offerings_by_pk = by_pk
-        cheapest = self.fitting[0].instance_type if self.fitting else ""
+        self.volumes: list[DataVolume] = (
+            list(selectors.available_volumes(self.current_project)) if self.current_project else []
+        )
+        self.volumes_by_pk = {str(v.pk): v for v in self.volumes}
+        self.fields["data_volume"].widget.choices = [
+            ("", _("No data volume")),
+            *[(pk, _volume_label(v)) for pk, v in self.volumes_by_pk.items()],
+        ]
+        # Only the project's listed volumes steer the preview; any other value is refused
+        # when the form is sent.
+        self.current_volume = self.volumes_by_pk.get(self._raw("data_volume"))
+        # With a volume, "cheapest" means the cheapest one instance in the volume's zone.
+        near = (
+            offerings_near(
+                self.current_volume,
+                gpu_model=self.current_gpu_model,
+                gpu_count=self.current_gpu_count,
+                market=self.current_market,
+            )
+            if self.current_volume and self.current_gpu_model
+            else self.fitting
+        )
+        default = near[0] if near else (self.fitting[0] if self.fitting else None)
+        cheapest = default.instance_type if default else ""
         self.fields["offering"].choices = [
             ("", _("Cheapest that fits (%(type)s)") % {"type": cheapest} if cheapest else "—"),
             *[(pk, _offering_label(o, self.current_market)) for pk, o in by_pk.items()],
         ]
         chosen = by_pk.get(self._raw("offering"))
-        self.current_offering = chosen or (self.fitting[0] if self.fitting else None)
+        self.current_offering = chosen or default
         images: list[Image] = (
             list(selectors.images_for(project=self.current_project, offering=self.current_offering))
             if self.current_project and self.current_offering
@@ -176,7 +211,7 @@ class LeaseRequestForm(forms.Form):
         if self.is_bound:
             return str(self.data.get(self.add_prefix(name), "") or "")
         value = self.initial.get(name, self.fields[name].initial)
-        if isinstance(value, Project | GpuModel | Offering | Image):
+        if isinstance(value, Project | GpuModel | Offering | Image | DataVolume):
             return str(value.pk)
         return "" if value is None else str(value)
 
@@ -204,11 +239,36 @@ class LeaseRequestForm(forms.Form):
     def raw_duration(self) -> str:
         return self._raw("duration_hours")
 
+    @property
+    def raw_offering(self) -> str:
+        return self._raw("offering")
+
     def clean_offering(self) -> Offering | None:
         return self.offerings_by_pk.get(self.cleaned_data.get("offering") or "")
 
     def clean_image(self) -> Image | None:
         return self.images_by_pk.get(self.cleaned_data.get("image") or "")
+
+    def clean_data_volume(self) -> DataVolume | None:
+        value = (self.cleaned_data.get("data_volume") or "").strip()
+        if not value:
+            return None
+        if value in self.volumes_by_pk:
+            return self.volumes_by_pk[value]
+        # Another of the user's projects' volumes, or one taken since the list was drawn:
+        # the service names the reason. Anything else does not exist for this user.
+        found = (
+            DataVolume.objects.filter(project__in=self.projects, pk=value)
+            .exclude(state=DataVolume.State.DELETED)
+            .first()
+            if value.isdigit() and len(value) <= 18
+            else None
+        )
+        if found is None:
+            raise forms.ValidationError(
+                _("Pick one of the project's available data volumes."), code="invalid_choice"
+            )
+        return found
 
 
 def _offering_label(offering: Offering, market: str) -> str:
@@ -217,6 +277,14 @@ def _offering_label(offering: Offering, market: str) -> str:
         "n": offering.gpus_per_instance,
         "rate": rate(offering.rate_per_gpu_hour(market)),
         "region": offering.region,
+    }
+
+
+def _volume_label(volume: DataVolume) -> str:
+    return _("%(name)s · %(size)s GB · %(zone)s") % {
+        "name": volume.name,
+        "size": volume.size_gb,
+        "zone": volume.zone,
     }
 
 

@@ -148,7 +148,7 @@ def leases(queryset: QuerySet[Reservation] | None = None) -> QuerySet[Reservatio
     """Leases with everything a list shows, in a fixed number of queries."""
     base = queryset if queryset is not None else Reservation.objects.all()
     return base.select_related(
-        "project", "requester", "gpu_model", "offering", "image", "approved_by"
+        "project", "requester", "gpu_model", "offering", "image", "approved_by", "data_volume"
     ).prefetch_related("instances")
 
 

@@ -19,9 +19,9 @@ from portal.errors import DomainError, InvalidInput, QuotaExceeded
 from portal.models import Project
 from rental import agent_views, image_views, selectors, services
 from rental.forms import DecisionForm, LeaseRequestForm
-from rental.models import Offering, QuotaRequest, Reservation, Tier
+from rental.models import DataVolume, Offering, QuotaRequest, Reservation, Tier
 from rental.selectors import QuotaStatus
-from rental.services import extension, lease_request, quota_requests
+from rental.services import extension, lease_request, quota_requests, volumes
 from rental.services.admission import parse_hours, preview_admission, validate_request
 from rental.services.images import check_image_fits
 from rental.services.queue import queue_positions
@@ -73,6 +73,7 @@ class Estimate:
     title: str
     message: str = ""
     code: str = ""
+    volume: DataVolume | None = None  # the launch is placed in its zone
 
 
 def estimate(form: LeaseRequestForm) -> Estimate:
@@ -100,6 +101,7 @@ def estimate(form: LeaseRequestForm) -> Estimate:
         "rate_per_gpu_hour": rate,
         "rate_per_hour": per_hour,
         "total": per_hour * hours if per_hour is not None and hours is not None else None,
+        "volume": form.current_volume,
     }
     if "gpu_count" in form.too_large:
         return Estimate(
@@ -127,6 +129,15 @@ def estimate(form: LeaseRequestForm) -> Estimate:
             market=market,
             image=form.current_image,
         )
+        if form.current_volume is not None:
+            volumes.check_volume(
+                form.current_volume,
+                project=project,
+                gpu_model=gpu_model,
+                gpu_count=gpu_count,
+                market=market,
+                offering=form.offerings_by_pk.get(form.raw_offering),
+            )
         check_image_fits(form.current_image, offering)
         decision = preview_admission(
             project=project,
@@ -241,6 +252,7 @@ def lease_new(request: HttpRequest) -> HttpResponse:
                 lease = lease_request.submit_lease(
                     actor=request.user,
                     ssh_keys=list(data["ssh_keys"]),
+                    data_volume=data["data_volume"],
                     project=data["project"],
                     gpu_model=data["gpu_model"],
                     gpu_count=data["gpu_count"],
@@ -344,6 +356,9 @@ def _lease_context(request: HttpRequest, pk: int) -> dict[str, Any]:
         "lease": lease,
         "instances": instances,
         "may_connect": may_connect,
+        # Attached to this lease's instance (a later lease may hold the volume now).
+        "volume_attached": lease.data_volume is not None
+        and lease.data_volume.attached_instance_id in {i.pk for i in instances},
         "may_end": lease.can_end and may_end_lease(request.user, lease),
         "may_stop": agent_views.may_stop(request.user, lease),
         "may_save_image": image_views.may_save_image(request.user, lease),

@@ -29,7 +29,6 @@ from rental.admin.leases import (
     ReservationAdmin,
     SshKeyAdmin,
     UsageRecordAdmin,
-    UtilizationSampleAdmin,
 )
 
 __all__ = [
@@ -53,5 +52,4 @@ __all__ = [
     "ReservationAdmin",
     "SshKeyAdmin",
     "UsageRecordAdmin",
-    "UtilizationSampleAdmin",
 ]

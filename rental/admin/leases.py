@@ -13,7 +13,7 @@ from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
 from portal.admin import ReadOnlyAdmin
-from rental.models import DataVolume, Instance, Reservation, SshKey, UsageRecord, UtilizationSample
+from rental.models import DataVolume, Instance, Reservation, SshKey, UsageRecord
 
 
 class InstanceInline(admin.TabularInline):
@@ -157,15 +157,6 @@ class UsageRecordAdmin(ReadOnlyAdmin):
     search_fields = ["project__slug", "instance__external_id"]
     list_select_related = ["project", "instance", "gpu_model"]
     date_hierarchy = "start"
-    show_full_result_count = False
-
-
-@admin.register(UtilizationSample)
-class UtilizationSampleAdmin(ReadOnlyAdmin):
-    list_display = ["instance", "at", "gpu_utilization", "memory_used_mb"]
-    search_fields = ["instance__external_id"]
-    list_select_related = ["instance"]
-    date_hierarchy = "at"
     show_full_result_count = False
 
 

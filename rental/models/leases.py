@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from rental.models.currency import ONE, RATE_DECIMALS, RATE_DIGITS, billing_currency
+from rental.models.packed import PackedReadingsField
 
 
 class Market(models.TextChoices):
@@ -419,25 +420,28 @@ class UsageRecord(models.Model):
 
 
 class UtilizationSample(models.Model):
-    # No index of its own: the (instance, at) constraint's index serves every lookup.
+    """One heartbeat's per-GPU utilization and memory used, kept raw for the retention
+    window (site policy) and rolled up hourly (UtilizationRollup). One row an instance a
+    minute, so every byte counts: the key is (instance, at), with no id column and no
+    second index, and the readings are packed (rental.models.packed). What only L8's
+    health needs (temperature, power, ECC, throttling) stays on the instance's report."""
+
+    pk = models.CompositePrimaryKey("instance", "at")
     instance = models.ForeignKey(
         Instance, on_delete=models.CASCADE, related_name="samples", db_index=False
     )
     at = models.DateTimeField(_("at"))
-    gpu_utilization = models.JSONField(_("GPU utilization (%)"), default=list)
-    memory_used_mb = models.JSONField(_("memory used (MB)"), default=list)
+    gpu_utilization = PackedReadingsField(_("GPU utilization (%)"), scale=100, width=2)
+    memory_used_mb = PackedReadingsField(_("memory used (MB)"), scale=1, width=4)
     ssh_sessions = models.PositiveSmallIntegerField(_("SSH sessions"), null=True, blank=True)
 
     class Meta:
         ordering = ["instance", "at"]
         verbose_name = _("utilization sample")
         verbose_name_plural = _("utilization samples")
-        constraints = [
-            models.UniqueConstraint(fields=["instance", "at"], name="one_sample_per_instant"),
-        ]
 
     def __str__(self) -> str:
-        return f"{self.instance} @ {self.at:%H:%M:%S}"
+        return f"{self.instance_id} @ {self.at:%H:%M:%S}"
 
 
 SSH_KEY_TYPES = (

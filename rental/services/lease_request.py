@@ -1,16 +1,49 @@
 """The request form's submission: the lease (rental.services.admission) plus what the
-engineer chose on the instance — which SSH keys are installed — and the image check
-(an image whose CUDA the offering's driver cannot run is refused before admission)."""
+engineer chose on the instance — which SSH keys are installed, which data volume is
+attached — and the image check (an image whose CUDA the offering's driver cannot run is
+refused before admission)."""
 
 from datetime import datetime
 
 from django.db import transaction
 
 from portal import audit
-from rental.models import Reservation, SshKey
+from portal.errors import InvalidInput
+from rental.models import DataVolume, Offering, Reservation, SshKey
+from rental.services import volumes
 from rental.services.admission import submit_reservation, validate_request
 from rental.services.images import check_image_fits
 from rental.services.keys import check_lease_keys
+
+
+def offering_with_volume(volume: DataVolume, **request) -> Offering:
+    """The offering a request with this data volume runs on (``volumes.check_volume``).
+    The request's own fields are checked first, so that a bad count, duration or quota is
+    named on its field rather than as a volume that fits nowhere; the image is checked
+    afterwards, against this offering (a volume may be in another region than the
+    cheapest offering)."""
+    try:
+        validate_request(
+            project=request["project"],
+            gpu_model=request["gpu_model"],
+            gpu_count=request["gpu_count"],
+            offering=None,
+            duration_hours=request["duration_hours"],
+            priority=request["priority"],
+            market=request["market"],
+            image=None,
+        )
+    except InvalidInput as error:
+        if error.field != "image":
+            raise
+    return volumes.check_volume(
+        volume,
+        project=request["project"],
+        gpu_model=request["gpu_model"],
+        gpu_count=request["gpu_count"],
+        market=request["market"],
+        offering=request.get("offering"),
+    )
 
 
 @transaction.atomic
@@ -18,12 +51,17 @@ def submit_lease(
     *,
     actor,
     ssh_keys: list[SshKey] | None = None,
+    data_volume: DataVolume | None = None,
     now: datetime | None = None,
     **request,
 ) -> Reservation:
     """``submit_reservation`` with the chosen keys stored on the lease (None or empty:
-    all of the requester's keys at launch). Refusals write nothing."""
+    all of the requester's keys at launch) and, when a data volume is picked, the launch
+    placed in its zone (``volumes.submit_with_volume``). Refusals write nothing."""
     keys = check_lease_keys(requester=actor, keys=ssh_keys)
+    if data_volume is not None:
+        # The volume decides the offering (its zone), so the image is checked against it.
+        request["offering"] = offering_with_volume(data_volume, **request)
     offering, image, _hours = validate_request(
         project=request["project"],
         gpu_model=request["gpu_model"],
@@ -35,7 +73,10 @@ def submit_lease(
         image=request.get("image"),
     )
     check_image_fits(image, offering)
-    lease = submit_reservation(actor=actor, now=now, **request)
+    if data_volume is not None:
+        lease = volumes.submit_with_volume(actor=actor, volume=data_volume, now=now, **request)
+    else:
+        lease = submit_reservation(actor=actor, now=now, **request)
     if keys:
         lease.ssh_keys.set(keys)
         audit.record(

@@ -1,5 +1,6 @@
 """Keeping the samples table bounded: hourly rollups, then raw samples past the retention
-window are deleted (site policy ``PORTAL_SAMPLE_RETENTION_DAYS``)."""
+window are deleted (site policy ``PORTAL_SAMPLE_RETENTION_DAYS``), and rollups past theirs
+(``PORTAL_ROLLUP_RETENTION_DAYS``)."""
 
 from collections import defaultdict
 from datetime import datetime, timedelta
@@ -77,8 +78,11 @@ def roll_up_hours(*, now: datetime | None = None, hours: int = ROLL_BACK_HOURS) 
 
 
 def purge_samples(*, now: datetime | None = None) -> int:
-    """Delete raw samples older than the retention window (their hours are rolled up)."""
+    """Delete raw samples older than the retention window (their hours are rolled up) and
+    rollups older than theirs. Returns the raw samples deleted."""
     now = now or timezone.now()
     cutoff = _hour(now) - timedelta(days=settings.PORTAL_SAMPLE_RETENTION_DAYS)
     deleted, _by_model = UtilizationSample.objects.filter(at__lt=cutoff).delete()
+    rollup_cutoff = _hour(now) - timedelta(days=settings.PORTAL_ROLLUP_RETENTION_DAYS)
+    UtilizationRollup.objects.filter(hour__lt=rollup_cutoff).delete()
     return deleted

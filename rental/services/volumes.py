@@ -19,7 +19,7 @@ from django.utils.translation import gettext as _
 from portal import access, audit
 from portal.errors import InvalidInput, InvalidTransition, NotPermitted
 from rental import jobs, selectors
-from rental.models import DataVolume, Instance, Offering, Reservation
+from rental.models import DataVolume, GpuModel, Instance, Offering, Reservation
 from rental.services import storage
 from rental.services.failover import Place
 
@@ -198,44 +198,58 @@ def offering_fits_volume(offering: Offering, volume: DataVolume) -> bool:
     )
 
 
-@transaction.atomic
-def submit_with_volume(*, actor, volume: DataVolume, **request) -> Reservation:
-    """``submit_reservation`` with a data volume: the lease runs one instance of an offering
-    in the volume's zone (the cheapest that fits unless one is picked), and the volume is
-    the lease's until it ends. Refusals name the field and write nothing."""
-    from rental.services.admission import submit_reservation
+def offerings_near(
+    volume: DataVolume, *, gpu_model: GpuModel, gpu_count: int, market: str
+) -> list[Offering]:
+    """The offerings that carry ``gpu_count`` GPUs as one instance next to the volume,
+    cheapest first (a volume attaches to one instance)."""
+    return [
+        offering
+        for offering in selectors.fitting_offerings(
+            gpu_model=gpu_model, gpu_count=gpu_count, market=market
+        )
+        if offering.gpus_per_instance == gpu_count and offering_fits_volume(offering, volume)
+    ]
 
-    project = request["project"]
-    locked = DataVolume.objects.select_for_update().get(pk=volume.pk)
-    if locked.project_id != project.pk:
+
+def check_volume(
+    volume: DataVolume,
+    *,
+    project,
+    gpu_model: GpuModel,
+    gpu_count: int,
+    market: str,
+    offering: Offering | None = None,
+) -> Offering:
+    """The offering a lease of ``project`` with this volume runs on: the one picked if it
+    runs in the volume's zone, else the cheapest there. InvalidInput naming the field
+    when the volume is another project's, not available, held by a live lease, or in a
+    zone no offering of the model serves with this many GPUs. Reads only: the request
+    form's estimate asks it as it is; ``submit_with_volume`` asks it under the lock."""
+    if volume.project_id != project.pk:
         raise InvalidInput(_("This volume belongs to another project."), field="data_volume")
-    if locked.state != VState.AVAILABLE:
+    if volume.state != VState.AVAILABLE or volume.attached_instance_id is not None:
         raise InvalidInput(
             _("The volume %(name)s is %(state)s, not available.")
-            % {"name": locked.name, "state": locked.get_state_display().lower()},
+            % {"name": volume.name, "state": volume.get_state_display().lower()},
             field="data_volume",
+            code="volume_unavailable",
         )
-    holder = busy_lease(locked)
+    holder = busy_lease(volume)
     if holder is not None:
         raise InvalidInput(
             _("The volume %(name)s is already used by lease #%(id)s.")
-            % {"name": locked.name, "id": holder.pk},
+            % {"name": volume.name, "id": holder.pk},
             field="data_volume",
+            code="volume_in_use",
         )
-    gpu_count = request["gpu_count"]
-    candidates = [
-        offering
-        for offering in selectors.fitting_offerings(
-            gpu_model=request["gpu_model"], gpu_count=gpu_count, market=request["market"]
-        )
-        if offering.gpus_per_instance == gpu_count and offering_fits_volume(offering, locked)
-    ]
-    chosen = request.get("offering")
-    if chosen is not None and chosen.pk not in {o.pk for o in candidates}:
+    candidates = offerings_near(volume, gpu_model=gpu_model, gpu_count=gpu_count, market=market)
+    if offering is not None and offering.pk not in {o.pk for o in candidates}:
         raise InvalidInput(
             _("%(type)s does not run in the volume's zone %(zone)s as one instance.")
-            % {"type": chosen.instance_type, "zone": locked.zone},
+            % {"type": offering.instance_type, "zone": volume.zone},
             field="offering",
+            code="volume_zone",
         )
     if not candidates:
         raise InvalidInput(
@@ -243,10 +257,29 @@ def submit_with_volume(*, actor, volume: DataVolume, **request) -> Reservation:
                 "No instance type carries %(n)s GPUs in one instance in %(zone)s, "
                 "the zone of %(name)s."
             )
-            % {"n": gpu_count, "zone": locked.zone, "name": locked.name},
+            % {"n": gpu_count, "zone": volume.zone, "name": volume.name},
             field="data_volume",
+            code="volume_zone",
         )
-    request["offering"] = chosen or candidates[0]
+    return offering or candidates[0]
+
+
+@transaction.atomic
+def submit_with_volume(*, actor, volume: DataVolume, **request) -> Reservation:
+    """``submit_reservation`` with a data volume: the lease runs one instance of an offering
+    in the volume's zone (the cheapest that fits unless one is picked), and the volume is
+    the lease's until it ends. Refusals name the field and write nothing."""
+    from rental.services.admission import submit_reservation
+
+    locked = DataVolume.objects.select_for_update().get(pk=volume.pk)
+    request["offering"] = check_volume(
+        locked,
+        project=request["project"],
+        gpu_model=request["gpu_model"],
+        gpu_count=request["gpu_count"],
+        market=request["market"],
+        offering=request.get("offering"),
+    )
     lease = submit_reservation(actor=actor, **request)
     Reservation.objects.filter(pk=lease.pk).update(data_volume=locked)
     lease.data_volume = locked

@@ -78,7 +78,11 @@ def test_it_writes_a_hundred_samples_in_one_insert(client, f0):
     body = {"samples": [sample(start + timedelta(minutes=m), 40.0, 50.0) for m in range(100)]}
     with CaptureQueriesContext(connection) as queries:
         assert send(client, run.token, body).status_code == 200
-    inserts = [q for q in queries if q["sql"].startswith('INSERT INTO "rental_utilizationsample"')]
+    inserts = [
+        q
+        for q in queries
+        if q["sql"].lstrip().startswith("INSERT INTO") and "rental_utilizationsample" in q["sql"]
+    ]
     assert len(inserts) == 1
     assert len(queries) <= 14
     assert UtilizationSample.objects.filter(instance=run.instance).count() == 100

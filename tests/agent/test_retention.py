@@ -54,3 +54,25 @@ def test_it_keeps_rollups_and_drops_raw_samples_past_retention(f0, settings):
     assert hours[1].gpu_utilization_mean == [29.5]
     assert hours[1].gpu_utilization_max == [59.0]
     assert hours[1].idle_samples == 5
+
+
+def test_it_drops_rollups_past_their_own_longer_retention(f0, settings):
+    settings.PORTAL_SAMPLE_RETENTION_DAYS = 7
+    settings.PORTAL_ROLLUP_RETENTION_DAYS = 400
+    run = running_lease(f0, since=NOW - timedelta(days=500))
+    hour = NOW.replace(minute=0)
+    UtilizationRollup.objects.bulk_create(
+        UtilizationRollup(
+            instance=run.instance,
+            hour=hour - timedelta(days=days),
+            samples=60,
+            idle_samples=0,
+            gpu_utilization_mean=[50.0],
+            gpu_utilization_max=[90.0],
+            memory_used_mb_mean=[1000],
+        )
+        for days in (8, 399, 401)
+    )
+    samples.purge_samples(now=NOW)
+    kept = sorted((hour - h).days for h in UtilizationRollup.objects.values_list("hour", flat=True))
+    assert kept == [8, 399]  # raw samples' 7 days do not touch the rollups
