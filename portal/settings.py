@@ -432,6 +432,13 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # One name per choice set, whatever the fields that use it are called.
+    "ENUM_NAME_OVERRIDES": {
+        "LeaseStatusEnum": "rental.models.Reservation.Status",
+        "InstanceStateEnum": "rental.models.Instance.State",
+        "InstanceHealthEnum": "rental.models.Instance.Health",
+        "TerminationReasonEnum": "rental.models.TerminationReason",
+    },
     "SCHEMA_PATH_PREFIX": "/api/v1",
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

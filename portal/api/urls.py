@@ -22,7 +22,13 @@ v1 = [
     path("projects/<slug:slug>/config", config.project_config, name="project-config"),
 ]
 
-API_MODULES: tuple[str, ...] = ()
+API_MODULES: tuple[str, ...] = (
+    "rental.api.leases",
+    "rental.api.instances",
+    "rental.api.usage",
+    "rental.api.watches",
+    "billing.api.lease_cost",
+)
 
 for dotted in API_MODULES:
     module = import_module(dotted)

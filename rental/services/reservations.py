@@ -104,6 +104,12 @@ def check_window(
             % {"span": _span(conflict), "needed": conflict.needed, "capacity": conflict.capacity},
             code="reservation_conflict",
             field="start",
+            figures={
+                "needed": conflict.needed,
+                "capacity": conflict.capacity,
+                "from": conflict.start.isoformat(),
+                "until": conflict.end.isoformat(),
+            },
         )
 
 
@@ -165,6 +171,7 @@ def reschedule_reservation(
             % {"ceiling": quota.ceiling if quota else 0},
             code="over_ceiling",
             field="gpu_count",
+            figures={"asked": gpus, "ceiling": quota.ceiling if quota else 0},
         )
     validate_window(start=new_start, end=new_end, market=lease.market, now=now)
     check_window(
