@@ -228,6 +228,11 @@ class VisibleProjectField(serializers.SlugRelatedField):
     def get_queryset(self) -> Any:
         return access.visible_projects(_user(self))
 
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, str) and "\x00" in data:
+            self.fail("invalid")  # PostgreSQL text cannot hold NUL: never looked up
+        return super().to_internal_value(data)
+
 
 class OwnKeyField(serializers.PrimaryKeyRelatedField):
     def get_queryset(self) -> Any:
