@@ -9,6 +9,7 @@ from typing import Any
 
 from django.core.validators import RegexValidator
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import mixins, serializers
@@ -78,7 +79,7 @@ class UsageFilter(filters.FilterSet):
     period = filters.CharFilter(
         method="filter_period",
         max_length=7,
-        validators=[RegexValidator(MONTH, message="Give the period as YYYY-MM.")],
+        validators=[RegexValidator(MONTH, message=_("Give the period as YYYY-MM, e.g. 2026-04."))],
         help_text="Runs that overlap this month (YYYY-MM, UTC).",
     )
     since = filters.IsoDateTimeFilter(
