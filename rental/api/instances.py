@@ -12,8 +12,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal import access
+from portal.api.filters import IntegerFilter
 from portal.api.views import PortalViewSet
-from rental.api.leases import IntegerFilter
 from rental.api.serializers_leases import InstanceSerializer
 from rental.models import Instance
 from rental.services import idle, replace

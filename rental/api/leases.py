@@ -7,14 +7,11 @@ the service's 403) and calls the one service the page calls, with ``source="api"
 
 from typing import Any
 
-from django import forms
 from django.http import Http404
 from django_filters import rest_framework as filters
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiResponse,
     extend_schema,
-    extend_schema_field,
     extend_schema_view,
 )
 from rest_framework import mixins
@@ -23,6 +20,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal import access
+from portal.api.filters import DateTimeFromToRangeFilter, FlagFilter, IntegerFilter
 from portal.api.views import PortalViewSet
 from rental import selectors, services
 from rental.api.serializers_leases import (
@@ -42,18 +40,6 @@ from rental.views import may_end_lease
 TAGS = ["leases"]
 
 
-@extend_schema_field(OpenApiTypes.INT)
-class IntegerFilter(filters.NumberFilter):
-    """An id in a query string: a whole number (a huge one matches nothing)."""
-
-    field_class = forms.IntegerField
-
-
-@extend_schema_field(OpenApiTypes.BOOL)
-class FlagFilter(filters.BooleanFilter):
-    """true / false (also 1 / 0)."""
-
-
 class LeaseFilter(filters.FilterSet):
     project = filters.CharFilter(field_name="project__slug", max_length=50)
     status = filters.MultipleChoiceFilter(choices=Reservation.Status.choices)
@@ -63,8 +49,8 @@ class LeaseFilter(filters.FilterSet):
     tier = filters.ChoiceFilter(choices=Tier.choices)
     requester = IntegerFilter(field_name="requester_id")
     mine = FlagFilter(method="filter_mine", help_text="true: only the leases you asked for.")
-    start = filters.IsoDateTimeFromToRangeFilter()
-    end = filters.IsoDateTimeFromToRangeFilter()
+    start = DateTimeFromToRangeFilter()
+    end = DateTimeFromToRangeFilter()
 
     class Meta:
         model = Reservation

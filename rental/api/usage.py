@@ -15,9 +15,9 @@ from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import mixins, serializers
 
 from portal import access
+from portal.api.filters import DateTimeFilter, IntegerFilter
 from portal.api.views import PortalViewSet
 from rental import selectors
-from rental.api.leases import IntegerFilter
 from rental.api.serializers_leases import GpuModelRefSerializer, blank_or
 from rental.models import GpuModel, Market, TerminationReason, Tier, UsageRecord
 
@@ -82,12 +82,10 @@ class UsageFilter(filters.FilterSet):
         validators=[RegexValidator(MONTH, message=_("Give the period as YYYY-MM, e.g. 2026-04."))],
         help_text="Runs that overlap this month (YYYY-MM, UTC).",
     )
-    since = filters.IsoDateTimeFilter(
+    since = DateTimeFilter(
         method="filter_since", help_text="Runs still going at or after this time."
     )
-    until = filters.IsoDateTimeFilter(
-        method="filter_until", help_text="Runs that began before this time."
-    )
+    until = DateTimeFilter(method="filter_until", help_text="Runs that began before this time.")
 
     class Meta:
         model = UsageRecord

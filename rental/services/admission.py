@@ -6,7 +6,7 @@ the standing with one aggregate query, decides with the pure rules of
 """
 
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from functools import cache
 
@@ -318,7 +318,7 @@ def submit_reservation(
     quota = selectors.quota_for(project, gpu_model)
     booking = start is not None and start != now
     begins = start if booking else now
-    end = begins + timedelta(seconds=lease_seconds(hours))
+    end = reservations.window_end(begins, lease_seconds(hours))
     if booking:
         reservations.validate_window(start=begins, end=end, market=market, now=now)
     pool = lock_pool(gpu_model)
