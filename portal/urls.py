@@ -6,7 +6,6 @@ from portal import views
 from rental import heartbeat
 
 admin.site.login = views.throttled_admin_login(admin.site.login)
-handler404 = "portal.api.errors.not_found"
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),

@@ -8,9 +8,8 @@ from one input and carries its numbers. Codes are stable; messages are translate
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404
 from django.utils.translation import gettext as _
-from django.views import defaults
 from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
@@ -67,13 +66,3 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         "detail": detail if isinstance(detail, str) else str(exc.default_detail),
     }
     return Response(body, status=exc.status_code, headers=headers)
-
-
-def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
-    """Django's 404 for a path no URL matches: under ``/api/`` in the API's shape (a
-    lease id that is not a number, ``/api/v1/leases/0.5``), elsewhere the site's page."""
-    if request.path.startswith("/api/"):
-        return JsonResponse(
-            {"code": "not_found", "detail": _("Not found, or not visible to you.")}, status=404
-        )
-    return defaults.page_not_found(request, exception)

@@ -2,8 +2,7 @@
 
 A postprocessing hook (drf-spectacular) adds the ``Error`` and ``ValidationError``
 shapes of ``portal.api.errors`` and, to each operation, the answers it can give:
-401/403/429 always, 404 where the path names an object or a page is out of range, 400
-for writes and for reads with query parameters (a bad filter), 409 and 415 for writes.
+401/403/429 always, 404 where the path names an object, 400 and 409 for writes.
 """
 
 from typing import Any
@@ -44,7 +43,6 @@ DESCRIPTIONS = {
     "403": "Not permitted.",
     "404": "Not found, or not visible to you.",
     "409": "Refused by a rule; code names it and figures carry the numbers.",
-    "415": "The body's Content-Type is not one the operation reads.",
     "429": "Too many requests; retry after the Retry-After header's seconds.",
 }
 WRITES = {"post", "put", "patch", "delete"}
@@ -52,29 +50,6 @@ WRITES = {"post", "put", "patch", "delete"}
 
 def _ref(name: str) -> dict[str, Any]:
     return {"content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}}}
-
-
-# A 400 names fields (ValidationError) or not (a body that is not JSON, a rule on no
-# single field): either shape.
-BAD_REQUEST = {
-    "content": {
-        "application/json": {
-            "schema": {
-                "anyOf": [
-                    {"$ref": "#/components/schemas/ValidationError"},
-                    {"$ref": "#/components/schemas/Error"},
-                ]
-            }
-        }
-    }
-}
-
-
-def _has_query(operation: dict[str, Any], name: str = "") -> bool:
-    return any(
-        p.get("in") == "query" and (not name or p.get("name") == name)
-        for p in operation.get("parameters", [])
-    )
 
 
 def add_error_responses(result: dict[str, Any], generator, request, public) -> dict[str, Any]:
@@ -86,14 +61,12 @@ def add_error_responses(result: dict[str, Any], generator, request, public) -> d
             if method not in WRITES | {"get"}:
                 continue
             codes = ["401", "403", "429"]
-            if "{" in path or _has_query(operation, "page"):
+            if "{" in path:
                 codes.append("404")
-            if method in WRITES or _has_query(operation):
-                codes.append("400")
             if method in WRITES:
-                codes += ["409", "415"]
+                codes += ["400", "409"]
             responses = operation.setdefault("responses", {})
             for code in codes:
-                answer = BAD_REQUEST if code == "400" else _ref("Error")
-                responses.setdefault(code, {"description": DESCRIPTIONS[code], **answer})
+                shape = "ValidationError" if code == "400" else "Error"
+                responses.setdefault(code, {"description": DESCRIPTIONS[code], **_ref(shape)})
     return result

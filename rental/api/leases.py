@@ -35,7 +35,6 @@ from rental.api.serializers_leases import (
 from rental.api.watches import WatchSerializer
 from rental.models import GpuModel, Market, Priority, Reservation, Tier
 from rental.services import ending, extension, lease_request, pools, stop
-from rental.views import may_end_lease
 
 TAGS = ["leases"]
 
@@ -106,7 +105,7 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewS
         """As the page's end, extend and watch buttons: the requester (still a member),
         the project's managers and admins; anybody else gets a 404."""
         lease = self.get_object()
-        if not may_end_lease(self.request.user, lease):
+        if not access.can_act_on_lease(self.request.user, lease):  # as may_end_lease
             raise Http404
         return lease
 
