@@ -1,7 +1,7 @@
 """Billing's admission check (BU3), registered in ``PORTAL_ADMISSION_CHECKS``.
 
 Rental calls every registered check before admitting a lease, so rental never imports
-billing. A check returns None to allow, or ``(reason_code, message)`` to refuse. The cap
+billing. A check returns None to allow, or ``(reason_code, message[, figures])`` to refuse. The cap
 reads the month-to-date spend kept by ``billing.spend`` (one row), not the full
 computation, so a submission does not wait on the month's usage.
 """
@@ -30,7 +30,7 @@ def budget_cap(
     is_reservation: bool,
     now: datetime,
     **_extra: Any,
-) -> tuple[str, str] | None:
+) -> tuple[str, str, dict[str, Any]] | None:
     """At 100 % actual of the month's budget, refuse new burst and spot leases and new
     reservations; guaranteed leases are never refused by the budget (BU3)."""
     if tier not in CAPPED_TIERS and not is_reservation:
@@ -54,4 +54,5 @@ def budget_cap(
             "until its manager raises the budget. Guaranteed leases still run."
         )
         % {"actual": actual, "budget": budget},
+        {"spent": actual, "budget": budget},
     )

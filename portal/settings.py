@@ -434,9 +434,14 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # One name per choice set, whatever the fields that use it are called.
     "SCHEMA_PATH_PREFIX": "/api/v1",
-    # Several models have a "status"; each choice set gets its own name in the schema.
+    # Several models have a "status" or "state"; each choice set gets its own name.
     "ENUM_NAME_OVERRIDES": {
+        "LeaseStatusEnum": "rental.models.Reservation.Status",
+        "InstanceStateEnum": "rental.models.Instance.State",
+        "InstanceHealthEnum": "rental.models.Instance.Health",
+        "TerminationReasonEnum": "rental.models.TerminationReason",
         "StatementStatusEnum": "billing.models.Statement.Status",
         "DisputeStatusEnum": "billing.models.LineDispute.Status",
     },

@@ -64,29 +64,45 @@ def may_stop(user: Any, lease: Reservation) -> bool:
     return access.can_act_on_lease(user, lease)
 
 
+def connection_commands(lease: Reservation, instance: Instance) -> dict[str, str]:
+    """How to reach a running instance: the SSH command and, when the image has them, the
+    JupyterLab and TensorBoard tunnels. Empty until it runs with an address. Only for who
+    may connect (``access.can_see_connection``): the callers decide."""
+    host = instance.public_address
+    if not host or instance.state != Instance.State.RUNNING:
+        return {}
+    user = instance.ssh_user or (lease.image.ssh_user if lease.image else "ubuntu")
+    target = f"{user}@{host}"
+    commands = {"ssh": f"ssh {target}"}
+    if image_has(lease, "jupyter"):
+        commands["jupyter_tunnel"] = f"ssh -N -L {JUPYTER_PORT}:localhost:{JUPYTER_PORT} {target}"
+        commands["jupyter_url"] = f"http://localhost:{JUPYTER_PORT}/lab?token={lease_token(lease)}"
+    if image_has(lease, "tensorboard"):
+        commands["tensorboard_tunnel"] = (
+            f"ssh -N -L {TENSORBOARD_PORT}:localhost:{TENSORBOARD_PORT} {target}"
+        )
+        commands["tensorboard_url"] = f"http://localhost:{TENSORBOARD_PORT}/"
+    return commands
+
+
+def idle_warning(lease: Reservation, instance: Instance) -> bool:
+    """An idle warning the requester has not answered yet (``I'm still using it``)."""
+    return bool(
+        lease.status == Reservation.Status.ACTIVE
+        and instance.idle_warned_at
+        and not (instance.idle_reset_at and instance.idle_reset_at >= instance.idle_warned_at)
+    )
+
+
 def instance_views(lease: Reservation, instances: list[Instance], *, connection: bool) -> None:
     """Attach to each instance what the lease page shows about it (``instance.agent``);
     the commands to connect only for those who may connect (``access.can_see_connection``)."""
     for instance in instances:
         view = InstanceView(chart_id=f"utilization-data-{instance.pk}")
-        host = instance.public_address
-        user = instance.ssh_user or (lease.image.ssh_user if lease.image else "ubuntu")
-        if connection and host and instance.state == Instance.State.RUNNING:
-            target = f"{user}@{host}"
-            view.ssh = f"ssh {target}"
-            if image_has(lease, "jupyter"):
-                view.jupyter_tunnel = f"ssh -N -L {JUPYTER_PORT}:localhost:{JUPYTER_PORT} {target}"
-                view.jupyter_url = f"http://localhost:{JUPYTER_PORT}/lab?token={lease_token(lease)}"
-            if image_has(lease, "tensorboard"):
-                view.tensorboard_tunnel = (
-                    f"ssh -N -L {TENSORBOARD_PORT}:localhost:{TENSORBOARD_PORT} {target}"
-                )
-                view.tensorboard_url = f"http://localhost:{TENSORBOARD_PORT}/"
-        view.idle_warning = bool(
-            lease.status == Reservation.Status.ACTIVE
-            and instance.idle_warned_at
-            and not (instance.idle_reset_at and instance.idle_reset_at >= instance.idle_warned_at)
-        )
+        if connection:
+            for name, command in connection_commands(lease, instance).items():
+                setattr(view, name, command)
+        view.idle_warning = idle_warning(lease, instance)
         if instance.agent_last_sample_at:
             view.chart = utilization_series(instance)
         instance.agent = view  # type: ignore[attr-defined]

@@ -5,8 +5,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from django.db.models import Count, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum
-from django.db.models.functions import Coalesce
+from django.db.models import (
+    Count,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+)
+from django.db.models.functions import Coalesce, Now
 
 from portal import access
 from portal.models import Project
@@ -232,6 +243,17 @@ def live_instances(account_id: int | None = None) -> QuerySet[Instance]:
     if account_id is not None:
         instances = instances.filter(account_id=account_id)
     return instances
+
+
+def usage_records(queryset: QuerySet[UsageRecord] | None = None) -> QuerySet[UsageRecord]:
+    """Usage runs with what a list shows, in one query, each with ``duration``: how long
+    it ran, to its end or, while open, to now (measured time, before billing's minimum)."""
+    base = queryset if queryset is not None else UsageRecord.objects.all()
+    return base.select_related("project", "gpu_model", "instance").annotate(
+        duration=ExpressionWrapper(
+            Coalesce(F("end"), Now()) - F("start"), output_field=DurationField()
+        )
+    )
 
 
 def usage_for_period(

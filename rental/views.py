@@ -24,8 +24,8 @@ from rental.selectors import QuotaStatus
 from rental.services import extension, lease_request, quota_requests, volumes
 from rental.services.admission import parse_hours, preview_admission, validate_request
 from rental.services.images import check_image_fits
-from rental.services.queue import queue_positions
 from rental.services.reservations import preview_booking
+from rental.waiting import lease_wait
 
 Status = Reservation.Status
 
@@ -345,10 +345,7 @@ def lease_list_partial(request: HttpRequest) -> HttpResponse:
 
 def _lease_context(request: HttpRequest, pk: int) -> dict[str, Any]:
     lease = access.get_visible_or_404(selectors.leases(), request.user, pk=pk)
-    wait: dict[str, Any] = {}
-    if lease.status == Status.QUEUED:
-        positions = queue_positions(lease.gpu_model_id)
-        wait = {"position": positions.get(lease.pk), "queued": len(positions)}
+    wait = lease_wait(lease)
     instances = list(lease.instances.prefetch_related("attempts"))
     may_connect = access.can_see_connection(request.user, lease)
     agent_views.instance_views(lease, instances, connection=may_connect)
@@ -364,31 +361,13 @@ def _lease_context(request: HttpRequest, pk: int) -> dict[str, Any]:
         "may_save_image": image_views.may_save_image(request.user, lease),
         "polling": lease.status in POLL_WHILE,
         "wait": wait,
-        "wait_hint": _wait_hint(lease),
+        "wait_hint": wait.hint,
         "may_extend": lease.status in extension.EXTENDABLE
         and lease.notice_due_at is None
         and may_end_lease(request.user, lease),
         "may_decide_extension": lease.extension_until is not None
         and access.can_manage(request.user, lease.project_id),
     }
-
-
-def _wait_hint(lease: Reservation) -> str:
-    """What would let a waiting lease start, in words (no reason codes on pages)."""
-    if lease.status == Status.QUEUED and lease.reclaim_due_at:
-        return _("It starts at %(at)s UTC, when the leases it preempted have ended.") % {
-            "at": lease.reclaim_due_at.strftime("%Y-%m-%d %H:%M:%S")
-        }
-    if lease.status == Status.QUEUED:
-        return _(
-            "It starts by itself as soon as %(n)s GPUs of the pool are free: when a lease "
-            "ends or is preempted, or when the pool's capacity is raised."
-        ) % {"n": lease.gpu_count}
-    if lease.status == Status.PENDING_APPROVAL:
-        return _("A manager of %(project)s must approve it.") % {"project": lease.project.name}
-    if lease.status == Status.SCHEDULED:
-        return _("It starts at %(at)s UTC.") % {"at": lease.start.strftime("%Y-%m-%d %H:%M:%S")}
-    return ""
 
 
 @login_required

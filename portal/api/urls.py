@@ -39,6 +39,11 @@ API_MODULES: tuple[str, ...] = (
     "portal.api.audit",
     "billing.api.statements",
     "billing.api.budgets",
+    "rental.api.leases",
+    "rental.api.instances",
+    "rental.api.usage",
+    "rental.api.watches",
+    "billing.api.lease_cost",
 )
 
 for dotted in API_MODULES:

@@ -6,7 +6,7 @@ the standing with one aggregate query, decides with the pure rules of
 """
 
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from functools import cache
 
@@ -132,6 +132,7 @@ def validate_request(
             % {"ceiling": ceiling, "model": gpu_model},
             code="over_ceiling",
             field="gpu_count",
+            figures={"asked": gpu_count, "ceiling": ceiling},
         )
     chosen = choose_offering(
         gpu_model=gpu_model, gpu_count=gpu_count, market=market, offering=offering
@@ -248,9 +249,9 @@ def run_admission_checks(
     is_reservation: bool,
     now: datetime,
 ) -> None:
-    """Ask every configured check; the first refusal ``(code, message)`` is raised as a
-    DomainError (409) carrying that code and message. Rental never imports billing: the
-    checks are named in settings."""
+    """Ask every configured check; the first refusal ``(code, message)`` or
+    ``(code, message, figures)`` is raised as a DomainError (409) carrying them. Rental
+    never imports billing: the checks are named in settings."""
     for check in admission_checks():
         refusal = check(
             project=project,
@@ -264,8 +265,8 @@ def run_admission_checks(
             now=now,
         )
         if refusal is not None:
-            code, message = refusal
-            raise DomainError(message, code=code)
+            code, message, *figures = refusal
+            raise DomainError(message, code=code, figures=figures[0] if figures else None)
 
 
 # --- Transitions -----------------------------------------------------------------------
@@ -317,7 +318,7 @@ def submit_reservation(
     quota = selectors.quota_for(project, gpu_model)
     booking = start is not None and start != now
     begins = start if booking else now
-    end = begins + timedelta(seconds=lease_seconds(hours))
+    end = reservations.window_end(begins, lease_seconds(hours))
     if booking:
         reservations.validate_window(start=begins, end=end, market=market, now=now)
     pool = lock_pool(gpu_model)
@@ -380,6 +381,12 @@ def submit_reservation(
             % {"n": gpu_count},
             code="production_over_guarantee",
             field="priority",
+            figures={
+                "asked": gpu_count,
+                "guaranteed": standing.guaranteed,
+                "guaranteed_free": standing.guaranteed_eligible_for,
+                "own_displaceable": standing.displaceable,
+            },
         )
     audit.record(
         actor=actor,

@@ -94,6 +94,11 @@ def decide(
             },
             code="production_over_guarantee",
             field="priority",
+            figures={
+                "asked": gpu_count,
+                "guaranteed": standing.guaranteed,
+                "guaranteed_free": max(standing.guaranteed - standing.used_guaranteed, 0),
+            },
         )
     if approved or standing.used + gpu_count <= standing.ceiling:
         return _with_room(standing, gpu_count, Tier.BURST)

@@ -79,6 +79,38 @@ def end_reservation(
     return reservation
 
 
+WAITING = (Status.PENDING_APPROVAL, Status.QUEUED, Status.SCHEDULED)
+
+
+@transaction.atomic
+def cancel_reservation(
+    *,
+    actor,
+    reservation: Reservation,
+    now: datetime | None = None,
+    source: str = "web",
+) -> Reservation:
+    """Withdraw a request that has not started (waiting for approval, queued or booked
+    ahead; free before the start, R3). A lease that runs is refused: it is ended, not
+    cancelled, so a script that meant to withdraw a request never ends running work."""
+    if not access.can_act_on_lease(actor, reservation):
+        raise NotPermitted(
+            _(
+                "Only the engineer who asked for this lease or a manager of %(project)s "
+                "can cancel it."
+            )
+            % {"project": reservation.project}
+        )
+    locked = Reservation.objects.select_for_update().get(pk=reservation.pk)
+    if locked.status not in WAITING:
+        raise InvalidTransition(
+            _("This lease is %(status)s; only a request that has not started can be cancelled.")
+            % {"status": locked.get_status_display().lower()},
+            code="not_cancellable",
+        )
+    return end_reservation(actor=actor, reservation=locked, now=now, source=source)
+
+
 def end_expired_leases(*, now: datetime | None = None) -> int:
     """End every running lease whose time is up; usage closes at the lease's end, not now."""
     now = now or timezone.now()

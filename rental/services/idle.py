@@ -230,7 +230,9 @@ def _reap(instance: Instance, lease: Reservation, event: IdleEvent, *, now: date
 
 
 @transaction.atomic
-def still_using(*, actor, instance: Instance, now: datetime | None = None) -> Instance:
+def still_using(
+    *, actor, instance: Instance, now: datetime | None = None, source: str = "web"
+) -> Instance:
     """ "I'm still using it": the idle count starts again from zero, once per warning."""
     now = now or timezone.now()
     instance = (
@@ -252,7 +254,7 @@ def still_using(*, actor, instance: Instance, now: datetime | None = None) -> In
         verb="instance.idle_reset",
         obj=instance,
         project=lease.project_id,
-        source="web",
+        source=source,
         at=now,
     )
     return instance

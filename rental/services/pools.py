@@ -82,6 +82,21 @@ def watch_availability(*, actor, gpu_model: GpuModel, count: int) -> Availabilit
     return watch
 
 
+@transaction.atomic
+def stop_watching(*, actor, watch: AvailabilityWatch, source: str = "web") -> None:
+    """Remove one of the actor's own availability watches."""
+    if watch.user_id != actor.pk:
+        raise NotPermitted(_("This is not your watch."))
+    audit.record(
+        actor=actor,
+        verb="watch.deleted",
+        obj=watch,
+        source=source,
+        before={"gpu_model": watch.gpu_model_id, "count": watch.count},
+    )
+    watch.delete()
+
+
 def tell_watchers(pool: Pool, *, now: datetime) -> int:
     """Within the caller's transaction, pool locked: each watch whose count now fits is
     told once (claimed by a conditional update, so a second pass tells nobody)."""

@@ -17,7 +17,9 @@ from rental.models import Instance, Reservation, TerminationReason
 
 
 @transaction.atomic
-def replace_instance(*, actor, instance: Instance, now: datetime | None = None) -> Instance:
+def replace_instance(
+    *, actor, instance: Instance, now: datetime | None = None, source: str = "web"
+) -> Instance:
     from rental.services import instances as instance_services
 
     now = now or timezone.now()
@@ -51,7 +53,7 @@ def replace_instance(*, actor, instance: Instance, now: datetime | None = None) 
         verb="instance.replaced",
         obj=old,
         project=lease.project_id,
-        source="web",
+        source=source,
         at=now,
         before={"instance": old.pk, "reason": old.health_message},
         after={"instance": new.pk},

@@ -57,6 +57,17 @@ def validate_window(*, start: datetime, end: datetime, market: str, now: datetim
         )
 
 
+def window_end(start: datetime, seconds: int) -> datetime:
+    """``start`` + ``seconds``, or a field error when that is past the last time a date
+    can hold (a start typed in year 9999)."""
+    try:
+        return start + timedelta(seconds=seconds)
+    except OverflowError:
+        raise InvalidInput(
+            _("The start is too far ahead."), code="start_too_far", field="start"
+        ) from None
+
+
 def bookings(pool: Pool | int, *, exclude: int | None = None) -> list[Booking]:
     gpu_model_id = pool if isinstance(pool, int) else pool.gpu_model_id
     rows = Reservation.objects.filter(
@@ -104,6 +115,12 @@ def check_window(
             % {"span": _span(conflict), "needed": conflict.needed, "capacity": conflict.capacity},
             code="reservation_conflict",
             field="start",
+            figures={
+                "needed": conflict.needed,
+                "capacity": conflict.capacity,
+                "from": conflict.start.isoformat(),
+                "until": conflict.end.isoformat(),
+            },
         )
 
 
@@ -121,7 +138,7 @@ def preview_booking(
     now = now or timezone.now()
     if hours is None:
         return
-    end = start + timedelta(seconds=int(hours * 3600))
+    end = window_end(start, int(hours * 3600))
     validate_window(start=start, end=end, market=market, now=now)
     pool = Pool.objects.filter(gpu_model=gpu_model).first()
     if pool is not None:
@@ -165,6 +182,7 @@ def reschedule_reservation(
             % {"ceiling": quota.ceiling if quota else 0},
             code="over_ceiling",
             field="gpu_count",
+            figures={"asked": gpus, "ceiling": quota.ceiling if quota else 0},
         )
     validate_window(start=new_start, end=new_end, market=lease.market, now=now)
     check_window(

@@ -38,7 +38,9 @@ def _check_actor(actor, lease: Reservation) -> None:
 
 
 @transaction.atomic
-def stop_lease(*, actor, reservation: Reservation, now: datetime | None = None) -> Reservation:
+def stop_lease(
+    *, actor, reservation: Reservation, now: datetime | None = None, source: str = "web"
+) -> Reservation:
     from rental.services import instances as instance_services
 
     now = now or timezone.now()
@@ -65,7 +67,7 @@ def stop_lease(*, actor, reservation: Reservation, now: datetime | None = None) 
         verb="lease.stopped",
         obj=lease,
         project=lease.project_id,
-        source="web",
+        source=source,
         at=now,
         before={"status": Status.ACTIVE},
         after={"status": Status.STOPPED},
@@ -78,7 +80,9 @@ def stop_lease(*, actor, reservation: Reservation, now: datetime | None = None) 
 
 
 @transaction.atomic
-def resume_lease(*, actor, reservation: Reservation, now: datetime | None = None) -> Reservation:
+def resume_lease(
+    *, actor, reservation: Reservation, now: datetime | None = None, source: str = "web"
+) -> Reservation:
     """Admit the stopped lease again for the time it has left; refused (409) with the
     admission's reason when there is no room, the lease staying stopped."""
     now = now or timezone.now()
@@ -120,7 +124,7 @@ def resume_lease(*, actor, reservation: Reservation, now: datetime | None = None
         verb="lease.resumed",
         obj=lease,
         project=lease.project_id,
-        source="web",
+        source=source,
         at=now,
         before={"status": Status.STOPPED},
         after={"status": Status.PROVISIONING, "tier": lease.tier},
@@ -160,6 +164,7 @@ def end_stopped_lease(
     reservation: Reservation,
     reason: str = TerminationReason.USER,
     now: datetime | None = None,
+    source: str = "web",
 ) -> Reservation:
     """End a stopped lease: its instances (and their disks) are terminated. Nothing is
     billed for GPUs: the usage closed when it stopped."""
@@ -185,7 +190,7 @@ def end_stopped_lease(
         verb="lease.ended",
         obj=lease,
         project=lease.project_id,
-        source="web" if actor else "worker",
+        source=source if actor else "worker",
         at=now,
         before={"status": Status.STOPPED},
         after={"status": Status.ENDING, "reason": reason},

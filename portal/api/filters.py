@@ -1,0 +1,55 @@
+"""Query-string filters every list can use, strict enough that no value reaches the
+database that it would refuse: ids are whole numbers, flags are true or false, and times
+are read as ISO 8601 and turned to UTC (PostgreSQL refuses offsets beyond ±15:59 that
+Python accepts, and an offset near year 1 overflows), so a bad value is a 400."""
+
+from datetime import UTC, datetime
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+from django_filters import fields as filter_fields
+from django_filters import rest_framework as filters
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+
+
+@extend_schema_field(OpenApiTypes.INT)
+class IntegerFilter(filters.NumberFilter):
+    """An id: a whole number (a huge one matches nothing)."""
+
+    field_class = forms.IntegerField
+
+
+@extend_schema_field(OpenApiTypes.BOOL)
+class FlagFilter(filters.BooleanFilter):
+    """true / false (also 1 / 0)."""
+
+
+class UtcDateTimeField(filter_fields.IsoDateTimeField):
+    def to_python(self, value: Any) -> datetime | None:
+        parsed = super().to_python(value)
+        if parsed is None:
+            return None
+        try:
+            return parsed.astimezone(UTC)
+        except OverflowError:
+            raise ValidationError(self.error_messages["invalid"], code="invalid") from None
+
+
+class UtcDateTimeRangeField(filter_fields.IsoDateTimeRangeField):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # RangeField's own __init__ with our fields (the parent's would make its own).
+        filter_fields.RangeField.__init__(
+            self, (UtcDateTimeField(), UtcDateTimeField()), *args, **kwargs
+        )
+
+
+class DateTimeFilter(filters.IsoDateTimeFilter):
+    field_class = UtcDateTimeField
+
+
+class DateTimeFromToRangeFilter(filters.IsoDateTimeFromToRangeFilter):
+    """``<name>_after`` (>=) and ``<name>_before`` (<=)."""
+
+    field_class = UtcDateTimeRangeField
