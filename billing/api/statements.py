@@ -96,7 +96,7 @@ class StatementSerializer(serializers.ModelSerializer):
         default=None,
         help_text="Null for the platform's own statement (overhead no project pays).",
     )
-    period = serializers.DateField(format="%Y-%m", read_only=True)
+    period = serializers.SerializerMethodField(help_text="The month, as YYYY-MM.")
     decided_by = serializers.CharField(
         source="decided_by.username", read_only=True, allow_null=True, default=None
     )
@@ -117,6 +117,9 @@ class StatementSerializer(serializers.ModelSerializer):
             "decided_by",
             "decided_at",
         ]
+
+    def get_period(self, statement: Statement) -> str:
+        return f"{statement.period:%Y-%m}"
 
     def get_total(self, statement: Statement) -> str | None:
         if statement.status == Statement.Status.DRAFT:

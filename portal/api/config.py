@@ -70,8 +70,10 @@ class ProjectConfigView(APIView):
         tags=["projects"],
         parameters=[OpenApiParameter("format", str, enum=["yaml", "json"])],
         responses={
-            (200, "application/yaml"): OpenApiTypes.STR,
             (200, "application/json"): OpenApiTypes.OBJECT,
+            # The YAML text is one mapping, like the JSON answer (a schema describes the
+            # parsed document, whatever its media type).
+            (200, "application/yaml"): OpenApiTypes.OBJECT,
         },
     )
     def get(self, request: Request, slug: str) -> Response:

@@ -119,6 +119,7 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewS
         lease = lease_request.submit_lease(
             actor=request.user,
             ssh_keys=data.get("ssh_keys"),
+            data_volume=data["data_volume"],
             project=data["project"],
             gpu_model=data["gpu_model"],
             gpu_count=data["gpu_count"],

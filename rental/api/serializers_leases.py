@@ -10,6 +10,7 @@ from portal import access
 from portal.models import Project
 from rental import agent_views, selectors
 from rental.models import (
+    DataVolume,
     GpuModel,
     Image,
     Instance,
@@ -244,6 +245,14 @@ class VisibleImageField(serializers.PrimaryKeyRelatedField):
         return selectors.image_catalog(_user(self))
 
 
+class VisibleVolumeField(serializers.PrimaryKeyRelatedField):
+    """A data volume of a project the caller can see (another is 'does not exist'); the
+    service decides whether it may be attached (its project, state and zone)."""
+
+    def get_queryset(self) -> Any:
+        return access.scope(DataVolume.objects.all(), _user(self))
+
+
 class NewLeaseSerializer(serializers.Serializer):
     """The request form's fields (rental/forms.py LeaseRequestForm)."""
 
@@ -282,6 +291,14 @@ class NewLeaseSerializer(serializers.Serializer):
         required=False,
         allow_empty=False,
         help_text="Ids of your own SSH keys to install; absent: all of your keys.",
+    )
+    data_volume = VisibleVolumeField(
+        queryset=DataVolume.objects.all(),
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Id of an available data volume of the project to attach; the launch is "
+        "placed in its zone.",
     )
 
 

@@ -1,10 +1,11 @@
-"""A personal token's raw value and a session id appear in no API answer but the one 201
-that creates the token, and in no log line.
+"""A provider credential, a personal token's raw value and a session id appear in no API
+answer (but the one 201 that creates the token) and in no log line.
 
 Every API URL with an access-matrix rule (tests/access) is requested with the token and
-with the session, after failed and refused calls that put lines in the log; each answer's
+with the session, and as an admin after creating a provider account with credentials
+through the API, after failed and refused calls that put lines in the log; each answer's
 body and headers (the session cookie itself aside) and every captured log record are
-searched for both secrets.
+searched for every secret.
 """
 
 import base64
@@ -38,7 +39,11 @@ def _visible(response) -> str:
     return headers + "\n" + body
 
 
-def test_no_answer_or_log_line_shows_a_token_or_a_session_id(world, caplog):
+KEY_ID = "AKIDAPISECRET0042"
+SECRET_KEY = "wJalrXUtnFEMI-api-secret-never-shown"
+
+
+def test_no_answer_or_log_line_shows_a_credential_a_token_or_a_session_id(world, caplog):
     caplog.set_level(logging.DEBUG)
     user = world.users["manager"]
     pair = base64.b64encode(f"{user.username}:{PASSWORD}".encode()).decode()
@@ -64,12 +69,26 @@ def test_no_answer_or_log_line_shows_a_token_or_a_session_id(world, caplog):
     answers.append(scripted.post("/api/v1/tokens", {"name": "ci", "expires_at": expires}))
     answers.append(browser.post("/api/v1/tokens", {"name": "x" * 200}, format="json"))
     answers.append(scripted.get("/api/v1/audit-events"))
+    admin = APIClient()
+    admin.force_authenticate(world.users["admin"])
+    account = {
+        "name": "Scripted cloud",
+        "driver": "aws",
+        "regions": ["us-east-1"],
+        "endpoint_url": "http://127.0.0.1:9",
+        "access_key_id": KEY_ID,
+        "secret_access_key": SECRET_KEY,
+    }
+    made = admin.post("/api/v1/provider-accounts", account, format="json")
+    assert made.status_code == 201, made.content
+    answers += [made, admin.post(f"/api/v1/provider-accounts/{made.json()['id']}/validate")]
+    answers.append(admin.post("/api/v1/provider-accounts", account, format="json"))  # refused
     answered = 0
     for name, rule in sorted(RULES.items()):
         if not name.startswith("api:") or rule.get is None:
             continue
         url = reverse(name, kwargs=rule.kwargs(world) if rule.kwargs else {})
-        for client in (scripted, browser):
+        for client in (scripted, browser, admin):
             answers.append(client.get(url))
             answered += 1
     answers.append(browser.get("/api/schema/"))
@@ -82,9 +101,12 @@ def test_no_answer_or_log_line_shows_a_token_or_a_session_id(world, caplog):
         text = _visible(answer)
         assert raw not in text and raw[4:] not in text, answer.wsgi_request.path
         assert session_id not in text, answer.wsgi_request.path
+        for secret in (KEY_ID, SECRET_KEY, "test-secret-value"):  # "test-…": F0's account
+            assert secret not in text, answer.wsgi_request.path
     logged = "\n".join(record.getMessage() for record in caplog.records)
     logged += "\n".join(str(record.__dict__) for record in caplog.records)
     assert "Unauthorized" in logged  # the failed calls were logged …
     assert raw not in logged and raw[4:] not in logged  # … without the token
     assert session_id not in logged
     assert PASSWORD not in logged and pair not in logged
+    assert KEY_ID not in logged and SECRET_KEY not in logged
