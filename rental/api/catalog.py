@@ -42,9 +42,13 @@ class GpuModelSerializer(serializers.ModelSerializer):
 
 
 class GpuModelFilter(filters.FilterSet):
+    name = filters.CharFilter(
+        field_name="name", lookup_expr="iexact", max_length=100, help_text="e.g. L4 24GB"
+    )
+
     class Meta:
         model = GpuModel
-        fields = ["vendor", "interconnect"]
+        fields = ["name", "vendor", "interconnect"]
 
 
 @extend_schema_view(
