@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -56,6 +57,16 @@ def validate_account(*, actor, account: ProviderAccount, source: str = "admin") 
         get_provider(account.config()).validate()
     except ProviderError as exc:
         status, message = ProviderAccount.Status.FAILED, f"{exc.kind}: {exc.message}"
+    except ImproperlyConfigured:
+        # Stored under a key no longer in PORTAL_ENCRYPTION_KEYS: the account cannot reach
+        # its cloud until the key is restored or the credentials are entered again.
+        status = ProviderAccount.Status.FAILED
+        message = str(
+            _(
+                "The stored credentials cannot be decrypted with the configured encryption "
+                "keys: restore the old key or enter the credentials again."
+            )
+        )
     else:
         status, message = ProviderAccount.Status.OK, ""
     with transaction.atomic():

@@ -78,6 +78,17 @@ def test_it_records_a_failed_validation_with_the_providers_reason(f0, cloud):
     assert (again.status_code, again.json()["status"]) == (200, "ok")
 
 
+def test_it_records_credentials_it_cannot_decrypt_as_a_failed_validation(f0, settings):
+    from cryptography.fernet import Fernet
+
+    settings.PORTAL_ENCRYPTION_KEYS = [Fernet.generate_key().decode()]  # the old key is lost
+    answer = client_for(f0.admin).post(f"{LIST}/{f0.account.pk}/validate")
+    assert answer.status_code == 200
+    assert answer.json()["status"] == "failed"
+    assert "cannot be decrypted" in answer.json()["status_message"]
+    assert "test-secret-value" not in answer.content.decode()
+
+
 def test_it_adds_an_account_without_credentials_unverified(f0, cloud):
     plain = {
         k: v for k, v in body(cloud).items() if k not in ("access_key_id", "secret_access_key")
