@@ -16,7 +16,7 @@ from typing import Any
 
 from django.conf import settings
 
-from rental import selectors as rental_selectors
+from rental import billing_reads
 
 ONE = Decimal(1)
 
@@ -64,7 +64,7 @@ class RateTable:
     def _load(self) -> None:
         """The query runs only when a converted line needs it (most sites have one currency)."""
         if self._rates is None:
-            self._rates = rental_selectors.exchange_rates()
+            self._rates = billing_reads.exchange_rates()
             self._index()
 
     @property

@@ -17,10 +17,9 @@ from billing.models import Statement, StatementLine
 from billing.money import SECONDS_PER_HOUR, quantize, to_billing_currency
 from billing.periods import period_start, whole_seconds
 from billing.statements import compute_period
-from rental import selectors as rental_selectors
+from rental import billing_reads
 from rental.models import GpuModel, Pool
 
-IDLE_BELOW_PERCENT = 5  # L6: a sample is idle when every GPU is below this
 SAMPLE_SECONDS = 60  # the agent reports once a minute (L6)
 ADVICE_DAYS = 90
 HOURS_PER_MONTH = Decimal(730)
@@ -88,33 +87,27 @@ class IdleWaste:
         return (Decimal(self.idle_gpu_seconds) / SECONDS_PER_HOUR).quantize(Decimal("0.01"))
 
 
-def is_idle(utilization: list) -> bool:
-    """L6: idle when every GPU is below the threshold (an empty sample is not idle)."""
-    values = [Decimal(str(value)) for value in utilization or []]
-    return bool(values) and all(value < IDLE_BELOW_PERCENT for value in values)
-
-
 def idle_waste(*, project_id: int, now: datetime, days: int = ADVICE_DAYS) -> list[IdleWaste]:
-    """Paid GPU-hours whose samples were idle, per GPU model, over the last ``days``: each
-    idle sample stands for one sampling interval of all the instance's GPUs, priced at the
-    instance's captured rate."""
+    """Paid GPU-hours whose samples were idle (L6, the site's threshold), per GPU model,
+    over the last ``days``: each idle sample stands for one sampling interval of all the
+    instance's GPUs, priced at the instance's captured rate. Read from the hourly rollups
+    (and the recent samples not rolled up yet), so the window is not bounded by how long
+    raw samples are kept."""
     start = now - timedelta(days=days)
     names = dict(GpuModel.objects.values_list("pk", "name"))
     samples: dict[int, int] = defaultdict(int)
     idle: dict[int, int] = defaultdict(int)
     seconds: dict[int, int] = defaultdict(int)
     exact: dict[int, Decimal] = defaultdict(Decimal)
-    for row in rental_selectors.utilization_rows(start=start, end=now, project_ids=[project_id]):
-        model = row.instance__reservation__gpu_model_id
-        samples[model] += 1
-        if is_idle(row.gpu_utilization):
-            idle[model] += 1
-            gpu_seconds = SAMPLE_SECONDS * row.instance__gpu_count
-            seconds[model] += gpu_seconds
-            exact[model] += to_billing_currency(
-                Decimal(SAMPLE_SECONDS) * row.instance__rate_per_hour / SECONDS_PER_HOUR,
-                row.instance__exchange_rate,
-            )
+    for hour in billing_reads.idle_hours(start=start, end=now, project_ids=[project_id]):
+        model = hour.gpu_model_id
+        samples[model] += hour.samples
+        idle[model] += hour.idle_samples
+        seconds[model] += SAMPLE_SECONDS * hour.gpu_count * hour.idle_samples
+        exact[model] += to_billing_currency(
+            Decimal(SAMPLE_SECONDS * hour.idle_samples) * hour.rate_per_hour / SECONDS_PER_HOUR,
+            hour.exchange_rate,
+        )
     return [
         IdleWaste(
             gpu_model=names.get(model, "—"),
@@ -209,7 +202,7 @@ def commitment_advice(*, gpu_model_ids: list[int], now: datetime, days: int = AD
     rate of the usage actually run."""
     start = now - timedelta(days=days)
     span = whole_seconds(now - start)
-    terms = rental_selectors.pool_terms()
+    terms = billing_reads.pool_terms()
     pools = {
         row["gpu_model_id"]: row
         for row in Pool.objects.filter(gpu_model_id__in=gpu_model_ids).values(
@@ -219,9 +212,7 @@ def commitment_advice(*, gpu_model_ids: list[int], now: datetime, days: int = AD
     advice = []
     for model_id in sorted(pools, key=lambda m: pools[m]["gpu_model__name"]):
         term = terms[model_id]
-        rows = list(
-            rental_selectors.pool_usage_intervals(gpu_model_id=model_id, start=start, end=now)
-        )
+        rows = list(billing_reads.pool_usage_intervals(gpu_model_id=model_id, start=start, end=now))
         profile = load_profile(
             [(s, e, n) for s, e, n, _rate, _tier, _fx in rows], start=start, end=now
         )

@@ -24,7 +24,7 @@ from billing.periods import (  # noqa: F401  (the public names of billed time li
     whole_seconds,
 )
 from billing.statements import compute_period
-from rental import selectors as rental_selectors
+from rental import billing_reads
 from rental.models import GpuModel
 
 
@@ -54,7 +54,7 @@ def usage_lines(
         lambda: defaultdict(int)
     )
     # Plain rows, not model instances: this runs over every run of the month.
-    runs = rental_selectors.usage_for_period(
+    runs = billing_reads.usage_for_period(
         start=start, end=end, project_ids=project_ids
     ).values_list(
         "project_id",
@@ -236,7 +236,7 @@ def intervals(
     covered_end = min(period_end(start), max(now, start))
     rows = [
         row
-        for row in rental_selectors.usage_rows_for_period(
+        for row in billing_reads.usage_rows_for_period(
             start=start, end=covered_end, project_ids=[project_id]
         )
         if (gpu_model_id is None or row.gpu_model_id == gpu_model_id)
@@ -312,7 +312,7 @@ def lease_cost(*, reservation_id: int, now: datetime | None = None) -> tuple[int
     now = now or timezone.now()
     seconds = 0
     exact = Decimal(0)
-    for row in rental_selectors.lease_usage_rows(reservation_id):
+    for row in billing_reads.lease_usage_rows(reservation_id):
         billed = billed_seconds(row, start=row.start, end=(row.end or now) + SECOND * 61, now=now)
         seconds += billed * row.gpu_count
         exact += gpu_seconds_cost(billed * row.gpu_count, row.rate, row.exchange_rate)

@@ -27,7 +27,8 @@ from billing.periods import (
     whole_seconds,
 )
 from portal.models import Project
-from rental import selectors as rental_selectors
+from rental import billing_reads
+from rental.models import GpuModel
 
 
 def month_seconds(start: datetime) -> int:
@@ -123,26 +124,26 @@ def compute_period(
     start = period_start(period)
     end = period_end(start)
     covered_end = min(end, max(now, start))
-    terms = rental_selectors.pool_terms()
+    terms = billing_reads.pool_terms()
     usage: dict[int, dict[int, dict[UsageKey, int]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(int))
     )
     if in_database:
-        records = rental_selectors.usage_for_period(start=start, end=covered_end)
+        records = billing_reads.usage_for_period(start=start, end=covered_end)
         for row in aggregate_billed_seconds(records, start=start, end=covered_end, now=now):
             seconds = int(row["gpu_seconds"] or 0)
             if seconds:
                 key = _usage_key(row)
                 usage[row["gpu_model_id"]][row["project_id"]][key] += seconds
     else:
-        for run in rental_selectors.usage_rows_for_period(start=start, end=covered_end):
+        for run in billing_reads.usage_rows_for_period(start=start, end=covered_end):
             seconds = billed_seconds(run, start=start, end=covered_end, now=now) * run.gpu_count
             if seconds:
                 key = _usage_key(run._asdict())
                 usage[run.gpu_model_id][run.project_id][key] += seconds
     windows: dict[int, list[ReservedWindow]] = defaultdict(list)
     rates = RateTable()
-    for row in rental_selectors.reserved_windows_for_period(start=start, end=covered_end):
+    for row in billing_reads.reserved_windows_for_period(start=start, end=covered_end):
         seconds = _window_seconds(row["start"], row["end"], start, covered_end)
         if seconds:
             windows[row["gpu_model_id"]].append(
@@ -171,9 +172,7 @@ def compute_period(
     project_ids |= {w.project_id for ws in windows.values() for w in ws}
     labels = dict(Project.objects.filter(pk__in=project_ids).values_list("pk", "slug"))
     result = PeriodLines(start=start, end=end, covered_end=covered_end)
-    names = dict(
-        rental_selectors.GpuModel.objects.filter(pk__in=model_ids).values_list("pk", "name")
-    )
+    names = dict(GpuModel.objects.filter(pk__in=model_ids).values_list("pk", "name"))
     elapsed = whole_seconds(covered_end - start)
     for model_id in model_ids:
         term = terms.get(model_id)

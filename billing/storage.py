@@ -22,7 +22,7 @@ from django.utils.translation import gettext as _
 from billing.apportion import Line
 from billing.money import quantize
 from billing.periods import SECOND, whole_seconds
-from rental import selectors as rental_selectors
+from rental import billing_reads
 
 STORAGE = "storage"
 MONTH_SECONDS = 30 * 24 * 3600  # a GB-month, for storage prices
@@ -96,7 +96,7 @@ def items(
 ) -> list[StorageItem]:
     """The storage intervals billed in [start, end), in one query."""
     result = []
-    for row in rental_selectors.storage_intervals_for_period(
+    for row in billing_reads.storage_intervals_for_period(
         start=start, end=end, project_ids=project_ids
     ):
         if (kind and row.kind != kind) or (rate is not None and row.rate_per_gb_month != rate):

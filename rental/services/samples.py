@@ -15,7 +15,7 @@ from rental.services.idle import IDLE, IdlePolicy, IdleSample, classify
 ROLL_BACK_HOURS = 2  # each run re-rolls the last complete hours, so late samples count
 
 
-def _hour(moment: datetime) -> datetime:
+def hour_of(moment: datetime) -> datetime:
     return moment.replace(minute=0, second=0, microsecond=0)
 
 
@@ -47,14 +47,14 @@ def rollup(rows: list[tuple[list[float], list[float]]], *, threshold: float) -> 
 def roll_up_hours(*, now: datetime | None = None, hours: int = ROLL_BACK_HOURS) -> int:
     """Write (or rewrite) the rollups of the last complete ``hours``. Returns rows written."""
     now = now or timezone.now()
-    end = _hour(now)
+    end = hour_of(now)
     start = end - timedelta(hours=hours)
     groups: dict[tuple[int, datetime], list] = defaultdict(list)
     rows = UtilizationSample.objects.filter(at__gte=start, at__lt=end).values_list(
         "instance_id", "at", "gpu_utilization", "memory_used_mb"
     )
     for instance_id, at, util, memory in rows.iterator(chunk_size=5000):
-        groups[(instance_id, _hour(at))].append((util, memory))
+        groups[(instance_id, hour_of(at))].append((util, memory))
     threshold = settings.PORTAL_IDLE_THRESHOLD_PERCENT
     objects = [
         UtilizationRollup(instance_id=instance_id, hour=hour, **rollup(group, threshold=threshold))
@@ -81,8 +81,8 @@ def purge_samples(*, now: datetime | None = None) -> int:
     """Delete raw samples older than the retention window (their hours are rolled up) and
     rollups older than theirs. Returns the raw samples deleted."""
     now = now or timezone.now()
-    cutoff = _hour(now) - timedelta(days=settings.PORTAL_SAMPLE_RETENTION_DAYS)
+    cutoff = hour_of(now) - timedelta(days=settings.PORTAL_SAMPLE_RETENTION_DAYS)
     deleted, _by_model = UtilizationSample.objects.filter(at__lt=cutoff).delete()
-    rollup_cutoff = _hour(now) - timedelta(days=settings.PORTAL_ROLLUP_RETENTION_DAYS)
+    rollup_cutoff = hour_of(now) - timedelta(days=settings.PORTAL_ROLLUP_RETENTION_DAYS)
     UtilizationRollup.objects.filter(hour__lt=rollup_cutoff).delete()
     return deleted

@@ -10,6 +10,7 @@ from django.utils import timezone
 from billing import reports, services
 from billing.periods import period_start
 from rental.models import UtilizationSample
+from rental.services import samples
 from tests.billing.helpers import at, lease, run
 
 HOUR = 3600
@@ -74,6 +75,29 @@ def test_it_prices_idle_samples_as_waste(f0):
     [waste] = reports.idle_waste(project_id=f0.alpha.pk, now=now)
     assert (waste.samples, waste.idle_samples, waste.idle_gpu_seconds) == (16, 10, 1200)
     assert waste.cost == Decimal("0.83")  # 10 min × $5.00 an hour
+
+
+def test_it_counts_idle_hours_from_the_rollups_once_raw_samples_are_gone(f0, settings):
+    now = timezone.now().replace(minute=30, second=0, microsecond=0)
+    running = lease(f0, f0.alpha, tier="burst", gpus=2, status="active")
+    record = run(running, start=now - timedelta(days=21), gpus=2)
+    old, recent = now - timedelta(days=20), now - timedelta(hours=2)
+    for base in (old, recent):
+        for minute in range(10):
+            UtilizationSample.objects.create(
+                instance=record.instance,
+                at=base.replace(minute=minute),
+                gpu_utilization=[1, 4] if minute < 6 else [90, 90],
+            )
+    samples.roll_up_hours(now=old + timedelta(hours=1), hours=1)
+    samples.roll_up_hours(now=recent + timedelta(hours=1), hours=1)
+    samples.purge_samples(now=now)  # the raw samples of 20 days ago are past retention
+    assert UtilizationSample.objects.filter(at__lt=now - timedelta(days=7)).count() == 0
+    [waste] = reports.idle_waste(project_id=f0.alpha.pk, now=now)
+    # Two hours of 10 samples, 6 idle each: the recent hour is rolled up and still raw,
+    # and counts once.
+    assert (waste.samples, waste.idle_samples, waste.idle_gpu_seconds) == (20, 12, 1440)
+    assert waste.cost == Decimal("1.00")  # 12 min × $5.00 an hour
 
 
 def test_the_trend_uses_closed_lines_and_the_live_draft(f0):
