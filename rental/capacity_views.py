@@ -16,6 +16,7 @@ from django.views.decorators.http import require_POST
 from portal import access
 from portal.errors import DomainError, InvalidInput
 from rental import selectors
+from rental.forms import RescheduleForm
 from rental.models import GpuModel, Pool, Quota, QuotaRequest, Reservation
 from rental.services import extension, pools, quota_requests, reservations
 
@@ -105,6 +106,38 @@ def lease_extend(request: HttpRequest, pk: int) -> HttpResponse:
         else _("Lease #%(id)s now ends at %(end)s UTC.")
         % {"id": lease.pk, "end": lease.end.strftime("%Y-%m-%d %H:%M")}
     )
+    _done(request, error, ok)
+    return redirect("rental:lease", pk=pk)
+
+
+@login_required
+@require_POST
+def lease_reschedule(request: HttpRequest, pk: int) -> HttpResponse:
+    """Move or resize a booking before it starts (R2 re-checked without its own window)."""
+    lease = _lease_for_member(request, pk)
+    form = RescheduleForm(request.POST)
+    error: DomainError | None = None
+    if not form.is_valid():
+        error = InvalidInput(form.first_error())
+    else:
+        start = form.cleaned_data["start"]
+        hours = form.cleaned_data["duration_hours"]
+        try:
+            lease = reservations.reschedule_reservation(
+                actor=request.user,
+                reservation=lease,
+                start=start,
+                end=start + timedelta(seconds=int(hours * 3600)),
+                gpu_count=form.cleaned_data["gpu_count"],
+            )
+        except DomainError as caught:
+            error = caught
+    ok = _("Booking #%(id)s now runs %(start)s to %(end)s UTC on %(gpus)s GPUs.") % {
+        "id": lease.pk,
+        "start": lease.start.strftime("%Y-%m-%d %H:%M"),
+        "end": lease.end.strftime("%Y-%m-%d %H:%M"),
+        "gpus": lease.gpu_count,
+    }
     _done(request, error, ok)
     return redirect("rental:lease", pk=pk)
 

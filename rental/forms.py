@@ -15,6 +15,9 @@ from rental import selectors
 from rental.models import DataVolume, GpuModel, Image, Market, Offering, Priority, SshKey
 from rental.services.volumes import offerings_near
 
+# The most GPUs one request may name (far above any pool; a larger number is a field error).
+MAX_GPUS = 1024
+
 
 class LeaseRequestForm(forms.Form):
     project = forms.ModelChoiceField(
@@ -23,7 +26,7 @@ class LeaseRequestForm(forms.Form):
     gpu_model = forms.ModelChoiceField(
         label=_("GPU model"), queryset=GpuModel.objects.none(), empty_label=None
     )
-    gpu_count = forms.IntegerField(label=_("GPUs"), min_value=1, max_value=1024, initial=1)
+    gpu_count = forms.IntegerField(label=_("GPUs"), min_value=1, max_value=MAX_GPUS, initial=1)
     offering = forms.ChoiceField(
         label=_("Instance type"),
         required=False,
@@ -302,3 +305,33 @@ class DecisionForm(forms.Form):
     """A manager's comment on a request; the service decides whether it is required."""
 
     comment = forms.CharField(label=_("Comment"), max_length=2000, required=False)
+
+
+class RescheduleForm(forms.Form):
+    """Move or resize a booking that has not started (R2, R3): the new start (UTC), its
+    length and its GPUs. The service decides whether the window fits."""
+
+    start = forms.DateTimeField(
+        label=_("Starts at (UTC)"),
+        input_formats=["%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S"],
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+        error_messages={"invalid": _("Enter a date and time, e.g. 2026-04-06 09:00.")},
+    )
+    duration_hours = forms.DecimalField(
+        label=_("Duration (hours)"), min_value=Decimal("0.25"), max_digits=8, decimal_places=2
+    )
+    gpu_count = forms.IntegerField(label=_("GPUs"), min_value=1, max_value=MAX_GPUS)
+
+    @classmethod
+    def of(cls, lease: Any) -> "RescheduleForm":
+        seconds = Decimal(int((lease.end - lease.start).total_seconds()))
+        hours = (seconds / 3600).quantize(Decimal("0.01"))
+        return cls(
+            initial={"start": lease.start, "duration_hours": hours, "gpu_count": lease.gpu_count}
+        )
+
+    def first_error(self) -> str:
+        for field, errors in self.errors.items():
+            label = self.fields[field].label if field in self.fields else ""
+            return f"{label}: {errors[0]}" if label else str(errors[0])
+        return ""

@@ -18,6 +18,7 @@ urlpatterns = [
         name="lease_extension_decide",
     ),
     path("leases/<int:pk>/watch/", capacity_views.lease_watch, name="lease_watch"),
+    path("leases/<int:pk>/reschedule/", capacity_views.lease_reschedule, name="lease_reschedule"),
     path(
         "projects/<slug:slug>/quota-requests/",
         capacity_views.quota_request_new,

@@ -18,7 +18,7 @@ from portal import access
 from portal.errors import DomainError, InvalidInput, QuotaExceeded
 from portal.models import Project
 from rental import agent_views, image_views, selectors, services
-from rental.forms import DecisionForm, LeaseRequestForm
+from rental.forms import DecisionForm, LeaseRequestForm, RescheduleForm
 from rental.models import DataVolume, Offering, QuotaRequest, Reservation, Tier
 from rental.selectors import QuotaStatus
 from rental.services import extension, lease_request, quota_requests, volumes
@@ -367,6 +367,11 @@ def _lease_context(request: HttpRequest, pk: int) -> dict[str, Any]:
         and may_end_lease(request.user, lease),
         "may_decide_extension": lease.extension_until is not None
         and access.can_manage(request.user, lease.project_id),
+        "reschedule_form": RescheduleForm.of(lease)
+        if lease.status == Reservation.Status.SCHEDULED
+        and lease.reclaim_due_at is None
+        and may_end_lease(request.user, lease)
+        else None,
     }
 
 

@@ -5,6 +5,7 @@ lease is a 404; an action the page does not offer to this person is the same 404
 the service's 403) and calls the one service the page calls, with ``source="api"``.
 """
 
+from datetime import timedelta
 from typing import Any
 
 from django.http import Http404
@@ -31,10 +32,11 @@ from rental.api.serializers_leases import (
     LeaseSerializer,
     NewLeaseSerializer,
     RejectSerializer,
+    RescheduleSerializer,
 )
 from rental.api.watches import WatchSerializer
 from rental.models import GpuModel, Market, Priority, Reservation, Tier
-from rental.services import ending, extension, lease_request, pools, stop
+from rental.services import ending, extension, lease_request, pools, reservations, stop
 
 TAGS = ["leases"]
 
@@ -209,6 +211,33 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewS
         data = self.validated(ExtendSerializer, request)
         lease = extension.extend_reservation(
             actor=request.user, reservation=lease, hours=data["hours"], source="api"
+        )
+        return self._fresh(lease)
+
+    @extend_schema(
+        summary="Move or resize a booking that has not started (R2, R3)",
+        description="The new window is admitted by R2 without counting the booking's own "
+        "window; a refusal (409 reservation_conflict with its figures) leaves it unchanged.",
+        request=RescheduleSerializer,
+        responses=_lease_answer("The booking, moved or resized."),
+        tags=TAGS,
+    )
+    @action(detail=True, methods=["post"])
+    def reschedule(self, request: Request, pk: str | None = None) -> Response:
+        lease = self._lease_for_member()
+        data = self.validated(RescheduleSerializer, request)
+        start = data.get("start")
+        end = None
+        if "duration_hours" in data:
+            seconds = int(data["duration_hours"] * 3600)
+            end = (start or lease.start) + timedelta(seconds=seconds)
+        lease = reservations.reschedule_reservation(
+            actor=request.user,
+            reservation=lease,
+            start=start,
+            end=end,
+            gpu_count=data.get("gpu_count"),
+            source="api",
         )
         return self._fresh(lease)
 

@@ -1,8 +1,10 @@
 """What the lease and instance endpoints read and answer: shapes and bounds only (types,
 lengths, choices, objects the caller may name). The rules are the services'."""
 
+from decimal import Decimal
 from typing import Any
 
+from django.utils.translation import gettext_lazy as _
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -318,6 +320,29 @@ class ExtendSerializer(serializers.Serializer):
     hours = serializers.DecimalField(
         max_digits=8, decimal_places=2, help_text="Hours added to the lease's end."
     )
+
+
+class RescheduleSerializer(serializers.Serializer):
+    start = serializers.DateTimeField(
+        required=False, help_text="The new start (UTC); absent: the booking's start."
+    )
+    duration_hours = serializers.DecimalField(
+        max_digits=8,
+        decimal_places=2,
+        min_value=Decimal("0.01"),
+        required=False,
+        help_text="The new length; absent: the booking's length.",
+    )
+    gpu_count = serializers.IntegerField(
+        min_value=1, max_value=MAX_GPUS, required=False, help_text="Absent: the same GPUs."
+    )
+
+    def validate(self, data: dict) -> dict:
+        if not data:
+            raise serializers.ValidationError(
+                _("Give a new start, duration or GPU count."), code="required"
+            )
+        return data
 
 
 class ExtensionDecisionSerializer(serializers.Serializer):

@@ -135,6 +135,12 @@ RULES: dict[str, Expect] = {
         kwargs=lease,
         outsider_kwargs=other_lease,
     ),
+    "rental:lease_reschedule": Expect(
+        get=POST_ONLY,
+        post=(302, 404, 302, 302, 404, 302),  # back to the lease, with the form's error
+        kwargs=lease,
+        outsider_kwargs=other_lease,
+    ),
     "rental:lease_extension_decide": Expect(
         get=POST_ONLY,
         post=(404, 404, 302, 302, 404, 302),
