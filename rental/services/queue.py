@@ -41,7 +41,7 @@ def waiting_in_order(
     """Queued leases in Q5 order with their projects' standings (no locks taken here)."""
     project_ids = {lease.project_id for lease in queued}
     quotas = _quotas(pool, project_ids)
-    standings = {pid: read_standing(pool, pid, quotas.get(pid)) for pid in project_ids}
+    standings = {pid: read_standing(pool, pid) for pid in project_ids}
     by_id = {lease.pk: lease for lease in queued}
     waiting = [
         Waiting(
@@ -140,10 +140,9 @@ def promote_in_pool(pool: Pool, *, now: datetime) -> list[Reservation]:
     project_ids = set(burst.values_list("project_id", flat=True))
     if not project_ids:
         return []
-    quotas = _quotas(pool, project_ids)
     promoted: list[Reservation] = []
     for project_id in sorted(project_ids):
-        standing = read_standing(pool, project_id, quotas.get(project_id))
+        standing = read_standing(pool, project_id)
         room = standing.guaranteed - standing.used_guaranteed
         for lease in burst.filter(project_id=project_id).order_by("start", "pk"):
             if lease.gpu_count <= room:

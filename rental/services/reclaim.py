@@ -16,7 +16,7 @@ from django.utils.translation import gettext as _
 
 from portal import audit
 from portal.errors import QuotaExceeded
-from rental import jobs, selectors
+from rental import jobs
 from rental.models import Pool, Reservation, TerminationReason, Tier
 from rental.services import notices, reservations
 from rental.services.admission_rules import Standing, decide
@@ -219,10 +219,9 @@ def process_pool_due(*, gpu_model_id: int, now: datetime) -> int:
             reservations.start(pool=pool, lease=lease, at=at)
             done += 1
             continue
-        quota = selectors.quota_for(lease.project_id, gpu_model_id)
         try:
             decision = decide(
-                read_standing(pool, lease.project_id, quota, priority=lease.priority),
+                read_standing(pool, lease.project_id, priority=lease.priority),
                 gpu_count=lease.gpu_count,
                 priority=lease.priority,
                 market=lease.market,

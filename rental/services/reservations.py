@@ -229,8 +229,7 @@ def begin(*, pool: Pool, lease: Reservation, now: datetime) -> None:
     then burst, Q6 order) so the GPUs are free at the start."""
     from rental.services.reclaim import candidates, preempt
 
-    quota = selectors.quota_for(lease.project_id, lease.gpu_model_id)
-    standing = read_standing(pool, lease.project_id, quota)
+    standing = read_standing(pool, lease.project_id)
     due = max(lease.start, now)
     victims = choose_victims(
         candidates(pool, exclude=lease.pk),
@@ -269,8 +268,7 @@ def begin(*, pool: Pool, lease: Reservation, now: datetime) -> None:
 
 def start(*, pool: Pool, lease: Reservation, at: datetime) -> None:
     """At the start: run within the guarantee when it fits, else in tier ``reserved``."""
-    quota = selectors.quota_for(lease.project_id, lease.gpu_model_id)
-    standing = read_standing(pool, lease.project_id, quota)
+    standing = read_standing(pool, lease.project_id)
     if lease.gpu_count > standing.free:
         lease.status = Status.QUEUED
         lease.status_code = "no_capacity"

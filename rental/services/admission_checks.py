@@ -1,0 +1,95 @@
+"""Admission checks: the hook through which billing's budget cap (BU3) and any other
+site check refuse a lease, without rental importing billing.
+
+``PORTAL_ADMISSION_CHECKS`` names callables by dotted path. Each is called with keyword
+arguments ``project``, ``gpu_model``, ``gpu_count``, ``tier``, ``market``,
+``starts_at``, ``ends_at``, ``is_reservation`` and ``now`` and returns None to allow or
+``(reason_code, message)`` to refuse.
+
+The checks read other tables (budgets, spend), never the pool's standing, so a
+submission asks them *before* it takes the pool lock, once for each tier the request can
+end up in (``possible_tiers``), and applies the answer for the tier it gets under the
+lock. The queue asks them again when it admits a waiting lease later.
+"""
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+from portal.errors import DomainError
+from rental.models import Market, Tier
+
+Refusal = tuple[str, str]
+
+
+@cache
+def _load_checks(paths: tuple[str, ...]) -> tuple[Callable[..., object], ...]:
+    return tuple(import_string(path) for path in paths)
+
+
+def admission_checks() -> tuple[Callable[..., object], ...]:
+    """The callables named in ``PORTAL_ADMISSION_CHECKS`` (dotted paths)."""
+    return _load_checks(tuple(getattr(settings, "PORTAL_ADMISSION_CHECKS", ())))
+
+
+def possible_tiers(*, market: str, booking: bool, over_limits: bool) -> tuple[str, ...]:
+    """Every tier a submission can be decided into (Q2, R2): a request beyond the
+    auto-approve limits or the ceiling waits for its manager in tier burst."""
+    if over_limits:
+        return (Tier.BURST,)
+    if booking:
+        return (Tier.RESERVED, Tier.BURST)
+    if market == Market.SPOT:
+        return (Tier.SPOT,)
+    return (Tier.GUARANTEED, Tier.BURST)
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What a check is told about a request, apart from its tier."""
+
+    project: Any
+    gpu_model: Any
+    gpu_count: int
+    market: str
+    starts_at: datetime
+    ends_at: datetime
+    is_reservation: bool
+    now: datetime
+
+
+def first_refusal(asked: Asked, tier: str) -> Refusal | None:
+    """Ask every configured check in order; the first refusal, or None."""
+    for check in admission_checks():
+        refusal = check(
+            project=asked.project,
+            gpu_model=asked.gpu_model,
+            gpu_count=asked.gpu_count,
+            tier=str(tier),
+            market=str(asked.market),
+            starts_at=asked.starts_at,
+            ends_at=asked.ends_at,
+            is_reservation=asked.is_reservation,
+            now=asked.now,
+        )
+        if refusal is not None:
+            code, message = refusal  # type: ignore[misc]
+            return str(code), str(message)
+    return None
+
+
+def refusals_by_tier(asked: Asked, tiers: Iterable[str]) -> dict[str, Refusal | None]:
+    """``first_refusal`` for each of ``tiers``."""
+    return {str(tier): first_refusal(asked, tier) for tier in tiers}
+
+
+def raise_refusal(refusal: Refusal | None) -> None:
+    """A refusal is a DomainError (409) carrying the check's code and message."""
+    if refusal is not None:
+        code, message = refusal
+        raise DomainError(message, code=code)
