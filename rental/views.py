@@ -23,6 +23,7 @@ from rental.models import Offering, QuotaRequest, Reservation, Tier
 from rental.selectors import QuotaStatus
 from rental.services import extension, lease_request, quota_requests
 from rental.services.admission import parse_hours, preview_admission, validate_request
+from rental.services.admission_checks import is_held
 from rental.services.images import check_image_fits
 from rental.services.queue import queue_positions
 from rental.services.reservations import preview_booking
@@ -364,6 +365,12 @@ def _wait_hint(lease: Reservation) -> str:
         return _("It starts at %(at)s UTC, when the leases it preempted have ended.") % {
             "at": lease.reclaim_due_at.strftime("%Y-%m-%d %H:%M:%S")
         }
+    if lease.status == Status.QUEUED and is_held(lease.status_code):
+        return _(
+            "It keeps its place in the queue and starts by itself once the reason above no "
+            "longer holds (for a budget: a new month, or a higher budget) and %(n)s GPUs "
+            "are free."
+        ) % {"n": lease.gpu_count}
     if lease.status == Status.QUEUED:
         return _(
             "It starts by itself as soon as %(n)s GPUs of the pool are free: when a lease "

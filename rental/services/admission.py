@@ -40,6 +40,8 @@ from rental.services import notices, pending_limit, reclaim, reservations
 from rental.services.admission_checks import (
     Asked,
     first_refusal,
+    hold,
+    is_held,
     possible_tiers,
     raise_refusal,
     refusals_by_tier,
@@ -477,8 +479,8 @@ def approve_reservation(
             market=reservation.market,
             approved=True,
         )
-        apply_decision(reservation, decision, now=now)
-    if reservation.status == Status.QUEUED:
+        apply_decision(reservation, hold(reservation, decision, now=now) or decision, now=now)
+    if reservation.status == Status.QUEUED and not is_held(reservation.status_code):
         reclaim.reclaim_for(pool=pool, lease=reservation, standing=standing, now=now)
     audit.record(
         actor=actor,

@@ -22,7 +22,10 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 
 from portal.errors import DomainError
-from rental.models import Market, Tier
+from rental.models import Market, Reservation, Tier
+from rental.services.admission_rules import Decision
+
+Status = Reservation.Status
 
 Refusal = tuple[str, str]
 
@@ -86,6 +89,55 @@ def first_refusal(asked: Asked, tier: str) -> Refusal | None:
 def refusals_by_tier(asked: Asked, tiers: Iterable[str]) -> dict[str, Refusal | None]:
     """``first_refusal`` for each of ``tiers``."""
     return {str(tier): first_refusal(asked, tier) for tier in tiers}
+
+
+# A queued lease that a check holds back carries the check's code behind this prefix, so
+# its page can say what would let it start (the check's own message is the reason).
+HELD_PREFIX = "check:"
+
+
+def held_code(code: str) -> str:
+    return f"{HELD_PREFIX}{code}"[:40]
+
+
+def is_held(status_code: str) -> bool:
+    return status_code.startswith(HELD_PREFIX)
+
+
+def asked_about(lease: Any, *, now: datetime) -> Asked:
+    """What the checks are told when a waiting lease would start now: the same request,
+    from now on for the time it asked."""
+    return Asked(
+        project=lease.project,
+        gpu_model=lease.gpu_model,
+        gpu_count=lease.gpu_count,
+        market=lease.market,
+        starts_at=now,
+        ends_at=now + (lease.end - lease.start),
+        is_reservation=lease.is_reservation,
+        now=now,
+    )
+
+
+def hold(lease: Any, decision: Decision, *, now: datetime) -> Decision | None:
+    """Ask the checks again before a waiting lease starts or takes GPUs back (the queue,
+    a manager's approval): they were asked at submission, and the budget may have run out
+    since. A refusal is a decision to keep the lease queued, with the check's message as
+    its reason; None lets ``decision`` stand. A booking waiting at its start is not asked
+    again: it was admitted when it was booked and its window is charged whether used or
+    not (B7)."""
+    takes_effect = decision.status == Status.PROVISIONING or (
+        decision.status == Status.QUEUED and decision.tier != Tier.SPOT
+    )
+    if lease.is_reservation or not takes_effect:
+        return None
+    refusal = first_refusal(asked_about(lease, now=now), decision.tier)
+    if refusal is None:
+        return None
+    code, message = refusal
+    return Decision(
+        status=Status.QUEUED, tier=decision.tier, code=held_code(code), message=message[:300]
+    )
 
 
 def raise_refusal(refusal: Refusal | None) -> None:

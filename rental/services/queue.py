@@ -12,7 +12,8 @@ from portal.errors import QuotaExceeded
 from rental.models import GpuModel, Market, Pool, Quota, Reservation, Tier, UsageRecord
 from rental.services import instances as instance_services
 from rental.services import notices, reclaim
-from rental.services.admission_rules import Standing, decide
+from rental.services.admission_checks import hold
+from rental.services.admission_rules import Decision, Standing, decide
 from rental.services.placement import apply_decision
 from rental.services.pool import lock_pool, read_standing
 from rental.services.queue_rules import Waiting, queue_order
@@ -71,7 +72,7 @@ def admit_in_pool(pool: Pool, *, now: datetime) -> list[Reservation]:
             Reservation.objects.select_for_update(of=("self",))
             .filter(gpu_model=pool.gpu_model_id, status=Status.QUEUED, reclaim_due_at__isnull=True)
             .exclude(pk__in=passed)
-            .select_related("offering", "image", "project")
+            .select_related("offering", "image", "project", "gpu_model")
         )
         if not queued:
             break
@@ -89,6 +90,9 @@ def admit_in_pool(pool: Pool, *, now: datetime) -> list[Reservation]:
             except QuotaExceeded:
                 passed.add(lease.pk)
                 continue  # its project's standing changed; it waits
+            if held_by_check(lease, decision, now=now):
+                passed.add(lease.pk)
+                continue  # a check refuses it for now; it keeps its place
             if decision.status == Status.PROVISIONING:
                 apply_decision(lease, decision, now=now)
                 audit.record(
@@ -126,6 +130,20 @@ def admit_in_pool(pool: Pool, *, now: datetime) -> list[Reservation]:
 
     tell_watchers(pool, now=now)
     return admitted
+
+
+def held_by_check(lease: Reservation, decision: Decision, *, now: datetime) -> bool:
+    """True when an admission check holds ``lease`` back for now (``hold``): it stays
+    queued with the check's message as its reason, keeps its place, and is asked again on
+    the next pass."""
+    held = hold(lease, decision, now=now)
+    if held is None:
+        return False
+    now_shown = (held.code, held.message, held.tier)
+    if (lease.status_code, lease.status_message, lease.tier) != now_shown:
+        lease.status_code, lease.status_message, lease.tier = now_shown
+        lease.save(update_fields=["status_code", "status_message", "tier", "updated_at"])
+    return True
 
 
 def promote_in_pool(pool: Pool, *, now: datetime) -> list[Reservation]:

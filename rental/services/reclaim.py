@@ -19,6 +19,7 @@ from portal.errors import QuotaExceeded
 from rental import jobs
 from rental.models import Pool, Reservation, TerminationReason, Tier
 from rental.services import notices, reservations
+from rental.services.admission_checks import HELD_PREFIX
 from rental.services.admission_rules import Standing, decide
 from rental.services.ending import end_locked
 from rental.services.placement import apply_decision
@@ -171,6 +172,9 @@ def process_due(*, now: datetime | None = None) -> int:
         (NOTICED & Q(notice_due_at__lte=now))
         | (CLAIMING & Q(reclaim_due_at__lte=now))
         | reservations.starting_soon(now)
+        # Leases an admission check holds back are asked again on every sweep: the
+        # check's answer changes without any event in the pool (a budget raised).
+        | Q(status=Status.QUEUED, status_code__startswith=HELD_PREFIX)
     )
     done = 0
     for gpu_model_id in sorted(set(due.values_list("gpu_model_id", flat=True))):
