@@ -363,7 +363,9 @@ def submit_reservation(
         (Reservation, 1), (AuditEvent, 1), (Instance, reservation.instance_count * may_run_now)
     )
     pool = lock_pool(gpu_model)
-    standing = read_standing(pool, project.pk, priority=priority)
+    standing = read_standing(
+        pool, project.pk, priority=priority, window=None if booking else (begins, end)
+    )
     decision = decide_admission(
         standing,
         valid.quota,
@@ -374,6 +376,19 @@ def submit_reservation(
     )
     if booking and decision.status != Status.PENDING_APPROVAL:
         decision = Decision(status=Status.SCHEDULED, tier=Tier.RESERVED)
+    elif not booking:
+        decision = reservations.keep_bookings(
+            pool,
+            decision,
+            standing,
+            project_id=project.pk,
+            gpus=gpu_count,
+            priority=priority,
+            market=market,
+            start=begins,
+            end=end,
+            booked=standing.booked_in_window > 0,
+        )
     if decision.tier in refusals:
         raise_refusal(refusals[decision.tier])
     else:  # not foreseen before the lock: ask now
@@ -477,6 +492,18 @@ def approve_reservation(
             gpu_count=reservation.gpu_count,
             priority=reservation.priority,
             market=reservation.market,
+            approved=True,
+        )
+        decision = reservations.keep_bookings(
+            pool,
+            decision,
+            standing,
+            project_id=reservation.project_id,
+            gpus=reservation.gpu_count,
+            priority=reservation.priority,
+            market=reservation.market,
+            start=now,
+            end=now + (reservation.end - reservation.start),
             approved=True,
         )
         apply_decision(reservation, hold(reservation, decision, now=now) or decision, now=now)

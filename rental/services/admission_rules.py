@@ -27,6 +27,9 @@ class Standing:
     # The project's own guaranteed GPUs a request of this priority may take back (Q6 step 3:
     # lower priority, non-production, not already under notice).
     displaceable: int = 0
+    # GPUs of the project's bookings overlapping the window asked for (read only when a
+    # window is given): a guaranteed lease there must leave them their room (R2).
+    booked_in_window: int = 0
 
     @property
     def free(self) -> int:

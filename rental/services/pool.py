@@ -6,6 +6,7 @@ else (validation, offering choice, rendering) before or after.
 """
 
 from dataclasses import dataclass
+from datetime import datetime
 from functools import cache
 
 from django.db import connection
@@ -72,6 +73,9 @@ class PoolUse:
         return self.running + max(self.claimed - self.noticed, 0)
 
 
+# Bookings that count in their project's entitlement E(t) (R2).
+BOOKED = (Status.SCHEDULED, Status.QUEUED, Status.PROVISIONING, Status.ACTIVE)
+
 # Only these statuses can hold or claim GPUs: the aggregates read them through the
 # (gpu_model, status) index, so a pool's history does not slow its admissions down.
 LIVE_STATUSES = (*Reservation.HOLDING, Status.QUEUED, Status.SCHEDULED)
@@ -117,14 +121,25 @@ SELECT
   SUM(gpu_count) FILTER (WHERE project_id = %s AND tier = %s AND notice_due_at IS NULL
                          AND status IN (%s, %s) AND priority IN (%s, %s)),
   {_QUOTA_SQL.format(column="guaranteed")},
-  {_QUOTA_SQL.format(column="ceiling")}
+  {_QUOTA_SQL.format(column="ceiling")},
+  {{booked}}
 FROM rental_reservation
 WHERE gpu_model_id = %s AND status IN (%s, %s, %s, %s, %s)
 """
+# The project's bookings overlapping a window [start, end) (R2 beside a guaranteed lease).
+_BOOKED_SQL = (
+    "SUM(gpu_count) FILTER (WHERE project_id = %s AND is_reservation"
+    ' AND status IN (%s, %s, %s, %s) AND start < %s AND "end" > %s)'
+)
+_STANDING = STANDING_SQL.format(booked="0")
+_STANDING_IN_WINDOW = STANDING_SQL.format(booked=_BOOKED_SQL)
 
 
-def _standing_params(gpu_model_id: int, project_id: int) -> list:
+def _standing_params(
+    gpu_model_id: int, project_id: int, window: tuple[datetime, datetime] | None
+) -> list:
     mine = [project_id, *_HOLDING_PARAMS, *_CLAIMING_PARAMS]
+    booked = [] if window is None else [project_id, *BOOKED, window[1], window[0]]
     quota = [project_id, gpu_model_id]
     return [
         *_HOLDING_PARAMS,
@@ -142,21 +157,31 @@ def _standing_params(gpu_model_id: int, project_id: int) -> list:
         Priority.EXPERIMENT,
         *quota,
         *quota,
+        *booked,
         gpu_model_id,
         *LIVE_STATUSES,
     ]
 
 
-def read_standing(pool: Pool, project_id: int, *, priority: str = Priority.LEARNING) -> Standing:
+def read_standing(
+    pool: Pool,
+    project_id: int,
+    *,
+    priority: str = Priority.LEARNING,
+    window: tuple[datetime, datetime] | None = None,
+) -> Standing:
     """The project's and the pool's standing in one aggregate query (Q2, Q4, Q8), its
     quota (G, L) included, so a writer holding the pool lock decides on figures nobody
-    can change until it commits (quotas change under the same lock).
+    can change until it commits (quotas change under the same lock). With ``window``,
+    also the project's bookings overlapping it.
 
     A claiming lease counts in its project's use already, so a second request cannot
     take the same guarantee while the first waits for its victims."""
+    sql = _STANDING if window is None else _STANDING_IN_WINDOW
     with connection.cursor() as cursor:
-        cursor.execute(STANDING_SQL, _standing_params(pool.gpu_model_id, project_id))
-        running, noticed, claimed, used_guaranteed, used, own, g, ceiling = cursor.fetchone()
+        cursor.execute(sql, _standing_params(pool.gpu_model_id, project_id, window))
+        row = cursor.fetchone()
+    running, noticed, claimed, used_guaranteed, used, own, g, ceiling, booked = row
     use = PoolUse(
         capacity=pool.capacity, running=running or 0, noticed=noticed or 0, claimed=claimed or 0
     )
@@ -169,4 +194,5 @@ def read_standing(pool: Pool, project_id: int, *, priority: str = Priority.LEARN
         running=use.held,
         # Only a production request may take its own project's guarantee back (Q2, Q6).
         displaceable=(own or 0) if priority == Priority.PRODUCTION else 0,
+        booked_in_window=booked or 0,
     )

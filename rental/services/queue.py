@@ -11,7 +11,7 @@ from portal import audit
 from portal.errors import QuotaExceeded
 from rental.models import GpuModel, Market, Pool, Quota, Reservation, Tier, UsageRecord
 from rental.services import instances as instance_services
-from rental.services import notices, reclaim
+from rental.services import notices, reclaim, reservations
 from rental.services.admission_checks import hold
 from rental.services.admission_rules import Decision, Standing, decide
 from rental.services.placement import apply_decision
@@ -85,6 +85,18 @@ def admit_in_pool(pool: Pool, *, now: datetime) -> list[Reservation]:
                     gpu_count=lease.gpu_count,
                     priority=lease.priority,
                     market=lease.market,
+                    approved=lease.approved_at is not None,
+                )
+                decision = reservations.keep_bookings(
+                    pool,
+                    decision,
+                    standing,
+                    project_id=lease.project_id,
+                    gpus=lease.gpu_count,
+                    priority=lease.priority,
+                    market=lease.market,
+                    start=now,
+                    end=now + (lease.end - lease.start),
                     approved=lease.approved_at is not None,
                 )
             except QuotaExceeded:

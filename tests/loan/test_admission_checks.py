@@ -8,9 +8,9 @@ from django.urls import reverse
 from portal.errors import DomainError
 from rental import services
 from rental.models import Reservation
+from tests.loan.conftest import at
 
 Status = Reservation.Status
-from tests.loan.conftest import at
 
 CALLS: list[dict] = []
 
@@ -123,9 +123,7 @@ def full_pool(f0, lease):
     return lease(f0.gamma, 2, at("09:00"))
 
 
-def test_a_queued_lease_is_asked_again_and_stays_queued_with_the_reason(
-    f0, lease, switch, client
-):
+def test_a_queued_lease_is_asked_again_and_stays_queued_with_the_reason(f0, lease, switch, client):
     running = full_pool(f0, lease)
     waiting = lease(f0.gamma, 2, at("09:10"))  # burst, the pool is full
     assert waiting.status == Status.QUEUED

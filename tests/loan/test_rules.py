@@ -94,14 +94,20 @@ def test_q7_burst_takes_only_spot():
     assert choose(pool, 2, mode=BURST) is None
 
 
-def test_r4_reservation_takes_spot_then_other_burst_only():
+def test_r4_reservation_takes_spot_then_other_burst_then_its_own_burst():
     pool = [
         lease(1, ME, 2, "burst", "learning"),
         lease(2, OTHER, 2, "burst"),
         lease(3, OTHER, 2, "spot"),
+        lease(4, ME, 2, "guaranteed", "learning"),
+        lease(5, OTHER, 2, "guaranteed", "learning"),
+        lease(6, OTHER, 2, "reserved", "learning"),
     ]
     assert choose(pool, 4, mode=RESERVED) == [3, 2]
-    assert choose(pool, 6, mode=RESERVED) is None
+    # The booking's own burst leases are GPUs it borrowed beside the ones it booked.
+    assert choose(pool, 6, mode=RESERVED) == [3, 2, 1]
+    # Guaranteed and reserved leases, its own included, are never taken.
+    assert choose(pool, 8, mode=RESERVED) is None
 
 
 def test_it_is_empty_when_there_is_room():

@@ -4,19 +4,25 @@ NOTICED and CLAIMING say, over every combination of status, tier, end reason, no
 reclaim and priority, for every project and request priority."""
 
 import itertools
-from datetime import timedelta
 
 import pytest
 from django.db.models import Q, Sum
 
 from rental.models import Priority, Quota, Reservation, TerminationReason, Tier
-from rental.services.pool import CLAIMING, HOLDING_GPUS, NOTICED, PoolUse, read_standing
+from rental.services.pool import (
+    BOOKED,
+    CLAIMING,
+    HOLDING_GPUS,
+    NOTICED,
+    PoolUse,
+    read_standing,
+)
 from tests.loan.conftest import at
 
 Status = Reservation.Status
 
 
-def reference(f0, project, priority):
+def reference(f0, project, priority, window=None):
     """The standing written with the ORM's filters, as the rules define it."""
     leases = Reservation.objects.filter(gpu_model=f0.model)
 
@@ -45,6 +51,17 @@ def reference(f0, project, priority):
         "used": total(mine & ~Q(tier=Tier.SPOT)),
         "running": use.held,
         "displaceable": total(own) if priority == Priority.PRODUCTION else 0,
+        "booked_in_window": 0
+        if window is None
+        else total(
+            Q(
+                project=project,
+                is_reservation=True,
+                status__in=BOOKED,
+                start__lt=window[1],
+                end__gt=window[0],
+            )
+        ),
     }
 
 
@@ -62,7 +79,9 @@ def every_kind_of_lease(f0):
         (None, at("10:02")),  # reclaim_due_at
     )
     rows = []
+    windows = ((at("09:00"), at("10:00")), (at("10:30"), at("11:00")), (at("11:00"), at("12:00")))
     for index, (project, priority, status, tier, reason, notice, reclaim) in enumerate(combos):
+        start, end = windows[index % 3]
         rows.append(
             Reservation(
                 project=project,
@@ -74,8 +93,9 @@ def every_kind_of_lease(f0):
                 market="spot" if tier == Tier.SPOT else "on_demand",
                 priority=priority,
                 image=f0.image,
-                start=at("10:00"),
-                end=at("10:00") + timedelta(hours=1),
+                start=start,
+                end=end,
+                is_reservation=index % 2 == 0,
                 submitted_at=at("09:00"),
                 status=status,
                 tier=tier,
@@ -90,10 +110,17 @@ def every_kind_of_lease(f0):
 
 def test_it_reads_what_the_orm_filters_say(f0, every_kind_of_lease):
     assert len(every_kind_of_lease) == 3 * 3 * len(Status.values) * 5 * 3 * 2 * 2
-    for project, priority in itertools.product((f0.alpha, f0.beta, f0.gamma), Priority.values):
-        standing = read_standing(f0.pool, project.pk, priority=priority)
-        got = {key: getattr(standing, key) for key in reference(f0, project, priority)}
-        assert got == reference(f0, project, priority), (project.slug, priority)
+    windows = (None, (at("09:30"), at("10:30")), (at("10:00"), at("11:00")))
+    for project, priority, window in itertools.product(
+        (f0.alpha, f0.beta, f0.gamma), Priority.values, windows
+    ):
+        standing = read_standing(f0.pool, project.pk, priority=priority, window=window)
+        expected = reference(f0, project, priority, window)
+        assert {key: getattr(standing, key) for key in expected} == expected, (
+            project.slug,
+            priority,
+            window,
+        )
         assert standing.capacity == f0.pool.capacity
 
 
