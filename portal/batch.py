@@ -10,7 +10,8 @@ and field conversions are exactly what ``save()`` would write. Elsewhere (SQLite
 demo) each row is saved in turn.
 """
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from django.db import connection
 from django.db.models import Model
@@ -32,34 +33,68 @@ def draw_ids(*wanted: tuple[type[Model], int]) -> list[list[int]]:
         return [list(ids) for ids in cursor.fetchone()]
 
 
+def _fields(obj: Model) -> list:
+    return [field for field in obj._meta.concrete_fields if not field.generated]
+
+
 def _insert_sql(obj: Model) -> tuple[str, list]:
-    opts = obj._meta
-    fields = [field for field in opts.concrete_fields if not field.generated]
     query = InsertQuery(type(obj))
-    query.insert_values(fields, [obj])
+    query.insert_values(_fields(obj), [obj])
     ((sql, params),) = query.get_compiler(connection=connection).as_sql()
     return sql, list(params)
+
+
+@dataclass
+class PreparedInsert:
+    """New rows compiled into one INSERT ahead of time (before a lock is taken); fields
+    that change afterwards are named to ``run``, which puts their new values in."""
+
+    objects: list[Model]
+    sql: str
+    params: list
+    slots: dict[tuple[int, str], int]  # (id(obj), attname) -> index in params
+
+    def run(self, changed: Iterable[tuple[Model, str]] = ()) -> None:
+        for obj, attname in changed:
+            field = obj._meta.get_field(attname)
+            value = field.get_db_prep_save(getattr(obj, field.attname), connection)
+            self.params[self.slots[id(obj), field.attname]] = value
+        with connection.cursor() as cursor:
+            cursor.execute(self.sql, self.params)
+        for obj in self.objects:
+            obj._state.adding = False
+            obj._state.db = connection.alias
+
+
+def prepare_insert(objects: Sequence[Model]) -> PreparedInsert | None:
+    """``objects`` (new, each with its primary key from ``draw_ids``) as one INSERT on
+    PostgreSQL (data-modifying ``WITH`` clauses); None elsewhere or when a key is
+    missing, and the caller saves them one by one."""
+    if connection.vendor != "postgresql" or any(obj.pk is None for obj in objects):
+        return None
+    texts: list[str] = []
+    params: list = []
+    slots: dict[tuple[int, str], int] = {}
+    for obj in objects:
+        text, values = _insert_sql(obj)
+        fields = _fields(obj)
+        if len(values) != len(fields):  # a field written as an expression: nothing to slot
+            return None
+        for offset, field in enumerate(fields):
+            slots[id(obj), field.attname] = len(params) + offset
+        texts.append(text)
+        params += values
+    *first, last = texts
+    sql = "WITH " + ", ".join(f"w{i} AS ({t})" for i, t in enumerate(first)) + f" {last}"
+    return PreparedInsert(list(objects), sql if first else last, params, slots)
 
 
 def insert_together(objects: Sequence[Model]) -> None:
     """Insert new ``objects`` (every one with its primary key set, from ``draw_ids``) in
     one statement on PostgreSQL; elsewhere, or when a key is missing, one save each."""
-    if connection.vendor != "postgresql" or any(obj.pk is None for obj in objects):
+    prepared = prepare_insert(objects)
+    if prepared is None:
         for obj in objects:
             obj.save(force_insert=True)
         return
-    statements = [_insert_sql(obj) for obj in objects]
-    *first, (last_sql, last_params) = statements
-    sql = (
-        "WITH "
-        + ", ".join(f"w{index} AS ({text})" for index, (text, _params) in enumerate(first))
-        + f" {last_sql}"
-        if first
-        else last_sql
-    )
-    params = [value for _text, values in first for value in values] + last_params
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-    for obj in objects:
-        obj._state.adding = False
-        obj._state.db = connection.alias
+    prepared.run()

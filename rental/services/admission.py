@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from portal import access, approvals, audit
-from portal.batch import draw_ids, insert_together
+from portal.batch import draw_ids, prepare_insert
 from portal.errors import (
     InvalidInput,
     InvalidTransition,
@@ -47,8 +47,13 @@ from rental.services.admission_checks import (
     refusals_by_tier,
 )
 from rental.services.admission_rules import Decision, Standing, decide, needs_approval
-from rental.services.placement import apply_decision, new_instances, set_decision
-from rental.services.pool import lock_pool, read_standing
+from rental.services.placement import (
+    DECISION_FIELDS,
+    apply_decision,
+    new_instances,
+    set_decision,
+)
+from rental.services.pool import lock_and_read, lock_pool, read_standing
 
 Status = Reservation.Status
 
@@ -358,13 +363,20 @@ def submit_reservation(
         is_reservation=booking,
         status=Status.PENDING_APPROVAL,
     )
+    # The rows an admission writes, compiled into one INSERT before the lock; under it
+    # only the decision's fields are put in.
     may_run_now = not booking and not limited
     lease_id, event_id, instance_ids = draw_ids(
         (Reservation, 1), (AuditEvent, 1), (Instance, reservation.instance_count * may_run_now)
     )
-    pool = lock_pool(gpu_model)
-    standing = read_standing(
-        pool, project.pk, priority=priority, window=None if booking else (begins, end)
+    prepared = event = None
+    if instance_ids:
+        reservation.pk = lease_id[0]
+        event = audit.build(pk=event_id[0], **submitted_event(actor, reservation, source, now))
+        prepared = prepare_insert([reservation, *new_instances(reservation, instance_ids), event])
+        reservation.pk = None
+    pool, standing = lock_and_read(
+        gpu_model, project.pk, priority=priority, window=None if booking else (begins, end)
     )
     decision = decide_admission(
         standing,
@@ -393,14 +405,12 @@ def submit_reservation(
         raise_refusal(refusals[decision.tier])
     else:  # not foreseen before the lock: ask now
         raise_refusal(first_refusal(asked, decision.tier))
-    if decision.status == Status.PROVISIONING and instance_ids:
-        # The common case, under the lock: the lease, its instances and the audit event
-        # in one statement.
+    if decision.status == Status.PROVISIONING and prepared is not None and event is not None:
+        # The common case: the lease, its instances and the audit event in one statement.
         reservation.pk = lease_id[0]
         set_decision(reservation, decision, now=now)
-        instances = new_instances(reservation, instance_ids)
-        event = audit.build(pk=event_id[0], **submitted_event(actor, reservation, source, now))
-        insert_together([reservation, *instances, event])
+        event.after = audit.build(**submitted_event(actor, reservation, source, now)).after
+        prepared.run(changed=[*((reservation, f) for f in DECISION_FIELDS), (event, "after")])
         jobs.provision_on_commit(instance_ids)
         return reservation
     # Written once, with its decision (apply_decision saves it), to keep the lock short.

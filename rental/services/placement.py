@@ -10,6 +10,18 @@ from rental.services.admission_rules import Decision
 Status = Reservation.Status
 
 
+# What ``set_decision`` writes on a lease.
+DECISION_FIELDS = (
+    "status",
+    "tier",
+    "status_code",
+    "status_message",
+    "start",
+    "end",
+    "reclaim_due_at",
+)
+
+
 def set_decision(reservation: Reservation, decision: Decision, *, now: datetime) -> None:
     """A decision's fields on the lease, unsaved."""
     reservation.status = decision.status

@@ -36,25 +36,56 @@ def _pool_columns() -> tuple[str, ...]:
     return tuple(field.attname for field in Pool._meta.concrete_fields)
 
 
+def _lock_sql() -> str:
+    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    return f"SELECT {', '.join(_pool_columns())} FROM rental_pool WHERE gpu_model_id = %s{lock}"
+
+
+def _pool_from(row: tuple | None) -> Pool:
+    if row is None:
+        raise InvalidInput(
+            _("No pool is configured for this GPU model."), code="no_pool", field="gpu_model"
+        )
+    return Pool.from_db(connection.alias, list(_pool_columns()), row)
+
+
 def lock_pool(gpu_model: GpuModel | int) -> Pool:
     """Serialize admissions per GPU model: every admission locks its pool first.
 
     One short statement: every admission waits here, so it is written out rather than
     compiled by the ORM on each call (about 1 ms less while the queue of writers waits)."""
     gpu_model_id = gpu_model if isinstance(gpu_model, int) else gpu_model.pk
-    columns = _pool_columns()
-    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {', '.join(columns)} FROM rental_pool WHERE gpu_model_id = %s{lock}",
-            [gpu_model_id],
-        )
-        row = cursor.fetchone()
-    if row is None:
-        raise InvalidInput(
-            _("No pool is configured for this GPU model."), code="no_pool", field="gpu_model"
-        )
-    return Pool.from_db(connection.alias, list(columns), row)
+        cursor.execute(_lock_sql(), [gpu_model_id])
+        return _pool_from(cursor.fetchone())
+
+
+def lock_and_read(
+    gpu_model: GpuModel | int,
+    project_id: int,
+    *,
+    priority: str = Priority.LEARNING,
+    window: tuple[datetime, datetime] | None = None,
+) -> tuple[Pool, Standing]:
+    """``lock_pool`` then ``read_standing``, in one round trip on PostgreSQL: both
+    statements are sent at once (psycopg's pipeline mode) and the server runs the read as
+    soon as the lock is granted, without waiting for this process to be scheduled again.
+    The read is still its own statement, so under READ COMMITTED it takes its snapshot
+    after the lock is granted and sees every admission committed before."""
+    gpu_model_id = gpu_model if isinstance(gpu_model, int) else gpu_model.pk
+    sql = _STANDING if window is None else _STANDING_IN_WINDOW
+    params = _standing_params(gpu_model_id, project_id, window)
+    connection.ensure_connection()
+    pipeline = getattr(connection.connection, "pipeline", None)
+    if connection.vendor != "postgresql" or pipeline is None:
+        pool = lock_pool(gpu_model_id)
+        return pool, read_standing(pool, project_id, priority=priority, window=window)
+    with connection.cursor() as lock, connection.cursor() as read:
+        with pipeline():
+            lock.execute(_lock_sql(), [gpu_model_id])
+            read.execute(sql, params)
+        pool = _pool_from(lock.fetchone())
+        return pool, _standing(pool, read.fetchone(), priority=priority)
 
 
 @dataclass(frozen=True)
@@ -180,7 +211,10 @@ def read_standing(
     sql = _STANDING if window is None else _STANDING_IN_WINDOW
     with connection.cursor() as cursor:
         cursor.execute(sql, _standing_params(pool.gpu_model_id, project_id, window))
-        row = cursor.fetchone()
+        return _standing(pool, cursor.fetchone(), priority=priority)
+
+
+def _standing(pool: Pool, row: tuple, *, priority: str) -> Standing:
     running, noticed, claimed, used_guaranteed, used, own, g, ceiling, booked = row
     use = PoolUse(
         capacity=pool.capacity, running=running or 0, noticed=noticed or 0, claimed=claimed or 0
