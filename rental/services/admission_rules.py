@@ -67,7 +67,13 @@ def decide(
     """
     if market == Market.SPOT:
         return _with_room(standing, gpu_count, Tier.SPOT)
+    over_ceiling = not approved and standing.used + gpu_count > standing.ceiling
     if standing.used_guaranteed + gpu_count <= standing.guaranteed:
+        if over_ceiling:
+            # Burst leases may already fill L while the guarantee has room (a burst lease
+            # too big for the room left, Q2): L stays the most a project runs without a
+            # manager, whatever the tier.
+            return _over_ceiling(standing, gpu_count, Tier.GUARANTEED)
         return _with_room(standing, gpu_count, Tier.GUARANTEED)
     if (
         priority == Priority.PRODUCTION
@@ -98,11 +104,15 @@ def decide(
             code="production_over_guarantee",
             field="priority",
         )
-    if approved or standing.used + gpu_count <= standing.ceiling:
+    if not over_ceiling:
         return _with_room(standing, gpu_count, Tier.BURST)
+    return _over_ceiling(standing, gpu_count, Tier.BURST)
+
+
+def _over_ceiling(standing: Standing, gpu_count: int, tier: str) -> Decision:
     return Decision(
         status=Status.PENDING_APPROVAL,
-        tier=Tier.BURST,
+        tier=tier,
         code="over_ceiling",
         message=_(
             "Over the project's ceiling: %(used)s of %(ceiling)s GPUs in use, %(n)s asked. "

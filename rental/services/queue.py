@@ -160,7 +160,9 @@ def held_by_check(lease: Reservation, decision: Decision, *, now: datetime) -> b
 
 def promote_in_pool(pool: Pool, *, now: datetime) -> list[Reservation]:
     """Q3: where a project's guaranteed use has fallen, its burst leases that now fit become
-    guaranteed, oldest first, and can no longer be reclaimed as burst."""
+    guaranteed, oldest first, and can no longer be reclaimed as burst; not one that would
+    then leave its project's bookings without their room (R2): it stays burst, so R4 can
+    take it back at the booking's start."""
     burst = Reservation.objects.select_for_update(of=("self",)).filter(
         gpu_model=pool.gpu_model_id,
         status__in=(Status.PROVISIONING, Status.ACTIVE),
@@ -175,11 +177,23 @@ def promote_in_pool(pool: Pool, *, now: datetime) -> list[Reservation]:
         standing = read_standing(pool, project_id)
         room = standing.guaranteed - standing.used_guaranteed
         for lease in burst.filter(project_id=project_id).order_by("start", "pk"):
-            if lease.gpu_count <= room:
+            if lease.gpu_count <= room and beside_bookings_allowed(pool, lease, now=now):
                 promote(lease=lease, now=now)
                 room -= lease.gpu_count
                 promoted.append(lease)
     return promoted
+
+
+def beside_bookings_allowed(pool: Pool, lease: Reservation, *, now: datetime) -> bool:
+    if not reservations.booked_between(lease.project_id, pool.gpu_model_id, now, lease.end):
+        return True
+    try:
+        reservations.check_beside_bookings(
+            pool, project_id=lease.project_id, gpus=lease.gpu_count, start=now, end=lease.end
+        )
+    except QuotaExceeded:
+        return False
+    return True
 
 
 def promote(*, lease: Reservation, now: datetime) -> None:

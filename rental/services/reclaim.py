@@ -62,6 +62,11 @@ def reclaim_for(*, pool: Pool, lease: Reservation, standing: Standing, now: date
     mode = MODE_BY_TIER.get(lease.tier)
     if mode is None:
         return False
+    short = (
+        standing.used_guaranteed + lease.gpu_count - standing.guaranteed
+        if lease.tier == Tier.GUARANTEED
+        else 0
+    )
     victims = choose_victims(
         candidates(pool, exclude=lease.pk),
         need=lease.gpu_count,
@@ -69,17 +74,16 @@ def reclaim_for(*, pool: Pool, lease: Reservation, standing: Standing, now: date
         project_id=lease.project_id,
         priority=lease.priority,
         mode=mode,
-        guarantee_short=standing.used_guaranteed + lease.gpu_count - standing.guaranteed
-        if lease.tier == Tier.GUARANTEED
-        else 0,
+        guarantee_short=short,
     )
     if not victims:
         return False
     due = now + timedelta(seconds=notice_seconds())
+    figures = {"need": lease.gpu_count, "free": standing.free, "guarantee_short": max(short, 0)}
     for victim in Reservation.objects.select_for_update().filter(
         pk__in=[v.id for v in victims], notice_due_at__isnull=True
     ):
-        preempt(victim=victim, needed_by=lease, now=now, due=due)
+        preempt(victim=victim, needed_by=lease, now=now, due=due, figures=figures)
     lease.reclaim_due_at = due
     lease.status_code = "reclaiming"
     lease.status_message = _(
@@ -94,8 +98,17 @@ def reclaim_for(*, pool: Pool, lease: Reservation, standing: Standing, now: date
     return True
 
 
-def preempt(*, victim: Reservation, needed_by: Reservation, now: datetime, due: datetime) -> None:
-    """Tell a victim at T that it ends at T + notice (Q8); its GPUs count as used until then."""
+def preempt(
+    *,
+    victim: Reservation,
+    needed_by: Reservation,
+    now: datetime,
+    due: datetime,
+    figures: dict[str, int] | None = None,
+) -> None:
+    """Tell a victim at T that it ends at T + notice (Q8); its GPUs count as used until then.
+    ``figures`` (GPUs needed, free in the pool, missing from the guarantee when the victims
+    were chosen) go into the audit event, so every preemption can be checked afterwards."""
     victim.notice_due_at = due
     victim.preempted_for = needed_by
     victim.status_code = "preempting"
@@ -117,7 +130,12 @@ def preempt(*, victim: Reservation, needed_by: Reservation, now: datetime, due: 
         project=victim.project_id,
         source="worker",
         at=now,
-        after={"needed_by": needed_by.pk, "ends_at": due.isoformat(), "tier": victim.tier},
+        after={
+            "needed_by": needed_by.pk,
+            "ends_at": due.isoformat(),
+            "tier": victim.tier,
+            **(figures or {}),
+        },
     )
     notices.preempted(victim, needed_by=needed_by, due=due)
 

@@ -62,9 +62,10 @@ def validate_window(*, start: datetime, end: datetime, market: str, now: datetim
 
 
 # Leases admitted now that count in their project's E(t) until they end: the tiers
-# nobody may take back, running or about to run on GPUs being freed for them.
+# nobody may take back, running or about to run on GPUs being freed for them. A lease
+# under notice no longer counts: its GPUs go to the lease that preempted it.
 KEPT = Q(tier__in=(Tier.GUARANTEED, Tier.RESERVED), is_reservation=False) & (
-    Q(status__in=(Status.PROVISIONING, Status.ACTIVE)) | CLAIMING
+    Q(status__in=(Status.PROVISIONING, Status.ACTIVE), notice_due_at__isnull=True) | CLAIMING
 )
 
 
@@ -360,7 +361,13 @@ def begin(*, pool: Pool, lease: Reservation, now: datetime) -> None:
     for victim in Reservation.objects.select_for_update().filter(
         pk__in=[v.id for v in victims], notice_due_at__isnull=True
     ):
-        preempt(victim=victim, needed_by=lease, now=now, due=due)
+        preempt(
+            victim=victim,
+            needed_by=lease,
+            now=now,
+            due=due,
+            figures={"need": lease.gpu_count, "free": standing.free, "guarantee_short": 0},
+        )
     lease.reclaim_due_at = due
     lease.status_message = _("Starting at %(at)s UTC; its GPUs are being freed.") % {
         "at": due.strftime("%Y-%m-%d %H:%M:%S")
