@@ -1,7 +1,7 @@
 """Writing an admission decision onto a lease: status, tier, reason, and its instances."""
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from rental import jobs, selectors
 from rental.models import Instance, Reservation
@@ -29,9 +29,11 @@ def set_decision(reservation: Reservation, decision: Decision, *, now: datetime)
     reservation.status_code = decision.code
     reservation.status_message = decision.message
     if decision.status == Status.PROVISIONING:
-        # The lease's clock starts when it is admitted, not when it was asked for.
+        # The lease's clock starts when it is admitted, not when it was asked for; a
+        # booking keeps the end it was admitted with (R2), even when it starts late.
         length = reservation.end - reservation.start
-        reservation.start, reservation.end = now, now + length
+        end = reservation.end if reservation.is_reservation else now + length
+        reservation.start, reservation.end = now, max(end, now + timedelta(seconds=1))
         reservation.reclaim_due_at = None
 
 
