@@ -122,3 +122,12 @@ def test_the_queue_admits_a_lease_beside_a_booking_as_burst(f0, lease):
     services.admit_queued(gpu_model=f0.model, now=at("08:20"))
     admitted = fresh(waiting)
     assert (admitted.status, admitted.tier) == (Status.PROVISIONING, Tier.BURST)
+
+
+def test_promotion_leaves_a_lease_beside_its_projects_booking_burst(f0, lease):
+    book(f0, f0.alpha, 4, at("10:00"), at("14:00"))
+    beside = lease(f0.alpha, 2, at("08:10"), hours=4)  # burst: overlaps the booking
+    assert beside.tier == Tier.BURST
+    services.admit_queued(gpu_model=f0.model, now=at("08:15"))  # a pass promotes (Q3)
+    assert fresh(beside).tier == Tier.BURST  # G 2 has room, but the booking holds it
+    assert fresh(beside).status_code != "promoted"

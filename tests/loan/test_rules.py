@@ -151,3 +151,18 @@ def test_q2_room_counts_claimed_gpus():
     assert decide(standing, gpu_count=1, priority="experiment", market="on_demand").status == (
         "queued"
     )
+
+
+def test_q2_a_guaranteed_request_still_stays_within_the_ceiling():
+    # A 3-GPU burst lease fills L 3 while G 2 has room: a 1-GPU request fits G, not L.
+    standing = Standing(guaranteed=2, ceiling=3, used_guaranteed=0, used=3, capacity=8, running=3)
+    decision = decide(standing, gpu_count=1, priority="experiment", market="on_demand")
+    assert (decision.status, decision.tier, decision.code) == (
+        "pending_approval",
+        "guaranteed",
+        "over_ceiling",
+    )
+    approved = decide(
+        standing, gpu_count=1, priority="experiment", market="on_demand", approved=True
+    )
+    assert (approved.status, approved.tier) == ("provisioning", "guaranteed")
