@@ -80,6 +80,8 @@ def worker(index: int, each: int) -> None:
     import django
 
     django.setup()
+    from decimal import Decimal
+
     from django.contrib.auth import get_user_model
     from django.db import connection
 
@@ -123,11 +125,11 @@ def worker(index: int, each: int) -> None:
     mine: list[int] = []
     # Warm up (imports, translation catalogs, the checks' modules) without writing.
     with contextlib.suppress(DomainError):
-        services.preview_admission(
+        admission.preview_admission(
             project=projects[0],
             gpu_model=model,
             gpu_count=1,
-            hours=1,
+            hours=Decimal(1),
             priority="experiment",
             market="on_demand",
         )
