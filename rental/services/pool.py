@@ -81,7 +81,9 @@ def lock_and_read(
         pool = lock_pool(gpu_model_id)
         return pool, read_standing(pool, project_id, priority=priority, window=window)
     with connection.cursor() as lock, connection.cursor() as read:
-        with pipeline():
+        # The results (and any error) arrive when the pipeline ends, outside the
+        # cursors' own translation of driver errors into Django's.
+        with connection.wrap_database_errors, pipeline():
             lock.execute(_lock_sql(), [gpu_model_id])
             read.execute(sql, params)
         pool = _pool_from(lock.fetchone())
