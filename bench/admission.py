@@ -9,8 +9,14 @@ holds tables unless ``--reset``, dropped at the end unless ``--keep``). One pool
 A100 80GB with C = 2 × projects, every project G 1 and L 4, so Σ G = projects ≤ C.
 Each process submits ``--each`` one-GPU requests for random projects through
 ``submit_reservation`` and ends a running lease after every second one, so the pool
-stays contested; each submission is timed. Prints admissions/s over the wall time of
-the whole run and the p50/p95/max of one submission.
+stays contested; each submission is timed. The processes start Django and read their
+data first; the clock starts when all of them are told to go, so start-up is not
+counted. Prints admissions/s over that wall time, the p50/p95/max of one submission,
+how long the pool row lock was held (from the moment the lock is granted and the
+standing read, which come back together, to the commit: the read's own fraction of a
+millisecond is not counted), the statements per submission and under the lock (the
+lock and the read are sent together and counted as two; the commit is not counted), and
+the load average before and after.
 """
 
 import argparse
@@ -74,7 +80,10 @@ def worker(index: int, each: int) -> None:
     import django
 
     django.setup()
+    from decimal import Decimal
+
     from django.contrib.auth import get_user_model
+    from django.db import connection
 
     from portal.errors import DomainError
     from portal.models import Project
@@ -85,29 +94,89 @@ def worker(index: int, each: int) -> None:
     user = get_user_model().objects.get(username=f"bench{index}")
     model = GpuModel.objects.get(name="A100 80GB")
     projects = list(Project.objects.filter(slug__startswith="bench-"))
+    seen: dict[str, float | int | None] = {}
+
+    def watch(execute, sql, params, many, context):
+        # How many statements run, and how many once the pool row lock was asked for.
+        seen["queries"] = int(seen.get("queries") or 0) + 1
+        if seen.get("asked_at") is not None:
+            seen["under_lock"] = int(seen.get("under_lock") or 0) + 1
+        elif "FROM rental_pool" in sql and "FOR UPDATE" in sql:
+            seen["asked_at"] = time.perf_counter()
+            seen["under_lock"] = 1
+        return execute(sql, params, many, context)
+
+    from rental.services import admission
+
+    lock_and_read = admission.lock_and_read
+
+    def timed_lock_and_read(*args, **kwargs):
+        # The lock is granted and the standing read when this returns (one round trip).
+        result = lock_and_read(*args, **kwargs)
+        seen["locked_at"] = time.perf_counter()
+        return result
+
+    admission.lock_and_read = timed_lock_and_read
+
     timings: list[float] = []
+    locked: list[float] = []
+    queries: list[int] = []
+    under_lock: list[int] = []
     mine: list[int] = []
+    # Warm up (imports, translation catalogs, the checks' modules) without writing.
+    with contextlib.suppress(DomainError):
+        admission.preview_admission(
+            project=projects[0],
+            gpu_model=model,
+            gpu_count=1,
+            hours=Decimal(1),
+            priority="experiment",
+            market="on_demand",
+        )
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    sys.stdin.readline()  # the parent says go once every process is ready
     for step in range(each):
+        seen.clear()
         started = time.perf_counter()
         try:
-            lease = services.submit_reservation(
-                actor=user,
-                project=rng.choice(projects),
-                gpu_model=model,
-                gpu_count=1,
-                duration_hours=1,
-                priority=rng.choice(("experiment", "learning")),
-                market="on_demand",
-            )
+            with connection.execute_wrapper(watch):
+                lease = services.submit_reservation(
+                    actor=user,
+                    project=rng.choice(projects),
+                    gpu_model=model,
+                    gpu_count=1,
+                    duration_hours=1,
+                    priority=rng.choice(("experiment", "learning")),
+                    market="on_demand",
+                )
             mine.append(lease.pk)
         except DomainError:
             pass
-        timings.append(time.perf_counter() - started)
+        finished = time.perf_counter()  # after the commit, which releases the lock
+        timings.append(finished - started)
+        if seen.get("locked_at") is not None:
+            locked.append(finished - float(seen["locked_at"] or 0))
+        queries.append(int(seen.get("queries") or 0))
+        under_lock.append(int(seen.get("under_lock") or 0))
         if step % 2 == 1 and mine:
             lease = Reservation.objects.get(pk=mine.pop(0))
             with contextlib.suppress(DomainError):
                 services.end_reservation(actor=user, reservation=lease)
-    sys.stdout.write(json.dumps(timings) + "\n")
+    result = {"timings": timings, "locked": locked, "queries": queries, "under_lock": under_lock}
+    sys.stdout.write(json.dumps(result) + "\n")
+
+
+def load_average() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[int(share * (len(ordered) - 1))]
 
 
 def main() -> int:
@@ -139,27 +208,44 @@ def main() -> int:
         from django.db import connections
 
         connections.close_all()
-        started = time.perf_counter()
         procs = [
             subprocess.Popen(
                 [sys.executable, __file__, "--worker", str(w), "--each", str(args.each)],
+                stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,
             )
             for w in range(args.processes)
         ]
-        timings = [t for p in procs for t in json.loads(p.communicate()[0].splitlines()[-1])]
+        for proc in procs:  # every process has started Django and read its data
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        load_before = load_average()
+        started = time.perf_counter()
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        results = [json.loads(p.communicate()[0].splitlines()[-1]) for p in procs]
         wall = time.perf_counter() - started
+        load_after = load_average()
     finally:
         if created and not args.keep:
             drop_database(url)
-    timings.sort()
-    p95 = timings[int(0.95 * (len(timings) - 1))]
+    timings = [t for r in results for t in r["timings"]]
+    locked = [t for r in results for t in r["locked"]]
+    queries = statistics.median(q for r in results for q in r["queries"])
+    under_lock = statistics.median(q for r in results for q in r["under_lock"])
+    ms = 1000
     sys.stdout.write(
         f"{len(timings)} admissions by {args.processes} processes at {args.projects} projects "
         f"in {wall:.1f} s: {len(timings) / wall:.0f} admissions/s (submissions, with ends "
-        f"between them); one admission p50 {statistics.median(timings) * 1000:.0f} ms, "
-        f"p95 {p95 * 1000:.0f} ms, max {timings[-1] * 1000:.0f} ms\n"
+        f"between them); one admission p50 {statistics.median(timings) * ms:.0f} ms, "
+        f"p95 {percentile(timings, 0.95) * ms:.0f} ms, max {max(timings) * ms:.0f} ms; "
+        f"pool lock held p50 {statistics.median(locked) * ms:.1f} ms, "
+        f"p95 {percentile(locked, 0.95) * ms:.1f} ms (lock granted and standing read, to "
+        f"the commit); "
+        f"{queries:.0f} statements per submission, {under_lock:.0f} under the lock "
+        f"(commit not counted); load average {load_before} before, {load_after} after\n"
     )
     return 0
 

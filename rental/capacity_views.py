@@ -19,6 +19,7 @@ from rental import selectors
 from rental.forms import RescheduleForm
 from rental.models import GpuModel, Pool, Quota, QuotaRequest, Reservation
 from rental.services import extension, pools, quota_requests, reservations
+from rental.views import project_page
 
 Status = Reservation.Status
 
@@ -236,3 +237,74 @@ def quota_request_decide(request: HttpRequest, pk: int) -> HttpResponse:
         _("Quota change approved.") if approve else _("Quota change rejected."),
     )
     return redirect("rental:project", slug=asked.project.slug)
+
+
+# --- Auto-approve limits (managers) and their caps (admins) -----------------------------
+
+
+def _quota_of(request: HttpRequest, slug: str, pk: int) -> tuple[Any, Quota]:
+    project = access.get_project_or_404(request.user, slug)
+    quota = Quota.objects.filter(project=project, pk=pk).select_related("gpu_model").first()
+    if quota is None:
+        raise Http404
+    return project, quota
+
+
+def _refused(
+    request: HttpRequest, project: Any, quota: Quota, form: str, error: DomainError
+) -> HttpResponse:
+    """The project page again, with the error beside the field that caused it."""
+    return project_page(
+        request,
+        project,
+        quota_errors={
+            "key": f"{quota.pk}:{form}",
+            "field": error.field or "",
+            "message": error.message,
+            "values": request.POST,
+        },
+        status=error.status,
+    )
+
+
+@login_required
+@require_POST
+def quota_auto_approve(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    """A manager sets the quota's auto-approve limits, within the admin's caps."""
+    project, quota = _quota_of(request, slug, pk)
+    access.require_manager(request.user, project)
+    try:
+        quota_requests.set_auto_approve_limits(
+            actor=request.user,
+            quota=quota,
+            max_gpus=request.POST.get("max_gpus_per_lease", "").strip(),
+            max_hours=request.POST.get("max_hours_per_lease", "").strip(),
+        )
+    except DomainError as error:
+        return _refused(request, project, quota, "limits", error)
+    messages.success(
+        request, _("Auto-approve limits for %(model)s saved.") % {"model": quota.gpu_model}
+    )
+    return redirect("rental:project", slug=slug)
+
+
+@login_required
+@require_POST
+def quota_auto_approve_caps(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    """An admin sets how high the managers may set the quota's auto-approve limits."""
+    project, quota = _quota_of(request, slug, pk)
+    access.require_admin(request.user)
+    try:
+        quota_requests.set_auto_approve_caps(
+            actor=request.user,
+            quota=quota,
+            gpus_cap=request.POST.get("auto_approve_gpus_cap", "").strip(),
+            hours_cap=request.POST.get("auto_approve_hours_cap", "").strip(),
+        )
+    except DomainError as error:
+        return _refused(request, project, quota, "caps", error)
+    messages.success(
+        request,
+        _("Caps on the auto-approve limits for %(model)s saved.") % {"model": quota.gpu_model},
+    )
+    return redirect("rental:project", slug=slug)

@@ -25,6 +25,16 @@ urlpatterns = [
         name="quota_request_new",
     ),
     path(
+        "projects/<slug:slug>/quotas/<int:pk>/auto-approve/",
+        capacity_views.quota_auto_approve,
+        name="quota_auto_approve",
+    ),
+    path(
+        "projects/<slug:slug>/quotas/<int:pk>/auto-approve-caps/",
+        capacity_views.quota_auto_approve_caps,
+        name="quota_auto_approve_caps",
+    ),
+    path(
         "quota-requests/<int:pk>/decide/",
         capacity_views.quota_request_decide,
         name="quota_request_decide",

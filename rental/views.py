@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -496,12 +497,28 @@ def project_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    project = access.get_project_or_404(request.user, slug)
+    return project_page(request, access.get_project_or_404(request.user, slug))
+
+
+def project_page(
+    request: HttpRequest,
+    project: Any,
+    *,
+    quota_errors: dict[str, Any] | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    """The project page; ``quota_errors`` puts a refused quota form's error beside its
+    field: {"key": "<quota pk>:limits" or ":caps", "field": name, "message": text,
+    "values": the values sent}."""
     leases = selectors.leases(project.reservations.exclude(status__in=Reservation.FINAL))
     return render(
         request,
         "rental/project.html",
         {
+            "quota_errors": quota_errors or {},
+            "may_manage": access.can_manage(request.user, project),
+            "is_admin": access.is_admin(request.user),
+            "max_lease_hours": settings.PORTAL_MAX_LEASE_HOURS,
             "project": project,
             "leases": leases,
             "quota_use": selectors.project_quota_use(project),
@@ -517,6 +534,7 @@ def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
                 .order_by("-created_at")[:20]
             ],
         },
+        status=status,
     )
 
 

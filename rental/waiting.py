@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from django.utils.translation import gettext as _
 
 from rental.models import Reservation
+from rental.services.admission_checks import is_held
 from rental.services.queue import queue_positions
 
 Status = Reservation.Status
@@ -33,6 +34,12 @@ def wait_hint(lease: Reservation) -> str:
         return _("It starts at %(at)s UTC, when the leases it preempted have ended.") % {
             "at": lease.reclaim_due_at.strftime("%Y-%m-%d %H:%M:%S")
         }
+    if lease.status == Status.QUEUED and is_held(lease.status_code):
+        return _(
+            "It keeps its place in the queue and starts by itself once the reason above no "
+            "longer holds (for a budget: a new month, or a higher budget) and %(n)s GPUs "
+            "are free."
+        ) % {"n": lease.gpu_count}
     if lease.status == Status.QUEUED:
         return _(
             "It starts by itself as soon as %(n)s GPUs of the pool are free: when a lease "

@@ -28,6 +28,11 @@ def _test_policy(settings):
     from django.core.cache import cache
 
     cache.clear()  # throttle counters (login, API) never carry over between tests
+    from django.utils import translation
+
+    # A page requested in Chinese leaves Chinese active in the thread (LocaleMiddleware
+    # activates and never resets); every test starts in the site's language.
+    translation.activate(settings.LANGUAGE_CODE)
 
 
 @pytest.fixture

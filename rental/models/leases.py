@@ -355,8 +355,14 @@ class Instance(models.Model):
 
     def save(self, *args: object, **kwargs: object) -> None:
         if not self.idempotency_key:
-            self.idempotency_key = f"{settings.PORTAL_INSTALLATION_ID}-{uuid.uuid4().hex}"[:64]
+            self.idempotency_key = self.new_idempotency_key()
         super().save(*args, **kwargs)
+
+    @staticmethod
+    def new_idempotency_key() -> str:
+        """Unique per instance, sent to the cloud (L1); set before a bulk insert, which
+        does not call ``save``."""
+        return f"{settings.PORTAL_INSTALLATION_ID}-{uuid.uuid4().hex}"[:64]
 
 
 class UsageRecord(models.Model):

@@ -5,30 +5,29 @@ the standing with one aggregate query, decides with the pure rules of
 ``admission_rules.py``, writes, audits and enqueues on commit.
 """
 
-from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
-from functools import cache
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
-from django.utils.module_loading import import_string
 from django.utils.translation import gettext as _
 
 from portal import access, approvals, audit
+from portal.batch import draw_ids, prepare_insert
 from portal.errors import (
-    DomainError,
     InvalidInput,
     InvalidTransition,
     NotPermitted,
     QuotaExceeded,
 )
-from portal.models import Project
-from rental import selectors
+from portal.models import AuditEvent, Project
+from rental import jobs, selectors
 from rental.models import (
     GpuModel,
     Image,
+    Instance,
     Market,
     Offering,
     Pool,
@@ -38,9 +37,23 @@ from rental.models import (
     Tier,
 )
 from rental.services import notices, pending_limit, reclaim, reservations
+from rental.services.admission_checks import (
+    Asked,
+    first_refusal,
+    hold,
+    is_held,
+    possible_tiers,
+    raise_refusal,
+    refusals_by_tier,
+)
 from rental.services.admission_rules import Decision, Standing, decide, needs_approval
-from rental.services.placement import apply_decision
-from rental.services.pool import lock_pool, read_standing
+from rental.services.placement import (
+    DECISION_FIELDS,
+    apply_decision,
+    new_instances,
+    set_decision,
+)
+from rental.services.pool import lock_and_read, lock_pool, read_standing
 
 Status = Reservation.Status
 
@@ -99,6 +112,16 @@ def choose_offering(
     return offering
 
 
+@dataclass(frozen=True)
+class Validated:
+    """A request that passed R1: what it runs on, for how long, under which quota."""
+
+    offering: Offering
+    image: Image
+    hours: Decimal
+    quota: Quota
+
+
 def validate_request(
     *,
     project: Project,
@@ -111,6 +134,30 @@ def validate_request(
     image: Image | None,
 ) -> tuple[Offering, Image, Decimal]:
     """Check a request's fields (R1); returns the offering, image and hours to use."""
+    valid = validated(
+        project=project,
+        gpu_model=gpu_model,
+        gpu_count=gpu_count,
+        offering=offering,
+        duration_hours=duration_hours,
+        priority=priority,
+        market=market,
+        image=image,
+    )
+    return valid.offering, valid.image, valid.hours
+
+
+def validated(
+    *,
+    project: Project,
+    gpu_model: GpuModel,
+    gpu_count: int,
+    offering: Offering | None,
+    duration_hours: object,
+    priority: str,
+    market: str,
+    image: Image | None,
+) -> Validated:
     if priority not in Priority.values:
         raise InvalidInput(_("Choose a priority."), field="priority")
     if market not in Market.values:
@@ -120,7 +167,7 @@ def validate_request(
     hours = parse_hours(duration_hours)
     quota = selectors.quota_for(project, gpu_model)
     ceiling = quota.ceiling if quota else 0
-    if ceiling == 0:
+    if quota is None or ceiling == 0:
         raise InvalidInput(
             _("%(project)s has no quota for %(model)s.") % {"project": project, "model": gpu_model},
             code="no_quota",
@@ -148,7 +195,19 @@ def validate_request(
         raise InvalidInput(
             _("This image cannot be used with %(offering)s.") % {"offering": chosen}, field="image"
         )
-    return chosen, image, hours
+    return Validated(offering=chosen, image=image, hours=hours, quota=quota)
+
+
+def over_limits(quota: Quota | None, *, gpu_count: int, hours: Decimal) -> bool:
+    return bool(
+        quota
+        and needs_approval(
+            gpu_count=gpu_count,
+            hours=float(hours),
+            max_gpus=quota.max_gpus_per_lease,
+            max_hours=quota.max_hours_per_lease,
+        )
+    )
 
 
 def decide_admission(
@@ -161,12 +220,7 @@ def decide_admission(
     market: str,
 ) -> Decision:
     """What happens to a valid request: the auto-approve limits, then Q2 and Q4. Pure."""
-    if quota and needs_approval(
-        gpu_count=gpu_count,
-        hours=float(hours),
-        max_gpus=quota.max_gpus_per_lease,
-        max_hours=quota.max_hours_per_lease,
-    ):
+    if over_limits(quota, gpu_count=gpu_count, hours=hours):
         return Decision(
             status=Status.PENDING_APPROVAL,
             tier=Tier.BURST,
@@ -190,7 +244,7 @@ def admission(
     project_id = project if isinstance(project, int) else project.pk
     quota = selectors.quota_for(project_id, pool.gpu_model_id)
     return decide_admission(
-        read_standing(pool, project_id, quota, priority=priority),
+        read_standing(pool, project_id, priority=priority),
         quota,
         gpu_count=gpu_count,
         hours=hours,
@@ -222,51 +276,6 @@ def preview_admission(
         priority=priority,
         market=market,
     )
-
-
-# --- Admission checks (a hook for billing's budget cap, BU3) ---------------------------
-
-
-@cache
-def _load_checks(paths: tuple[str, ...]) -> tuple[Callable[..., object], ...]:
-    return tuple(import_string(path) for path in paths)
-
-
-def admission_checks() -> tuple[Callable[..., object], ...]:
-    """The callables named in ``PORTAL_ADMISSION_CHECKS`` (dotted paths)."""
-    return _load_checks(tuple(getattr(settings, "PORTAL_ADMISSION_CHECKS", ())))
-
-
-def run_admission_checks(
-    *,
-    project: Project,
-    gpu_model: GpuModel,
-    gpu_count: int,
-    tier: str,
-    market: str,
-    starts_at: datetime,
-    ends_at: datetime,
-    is_reservation: bool,
-    now: datetime,
-) -> None:
-    """Ask every configured check; the first refusal ``(code, message)`` or
-    ``(code, message, figures)`` is raised as a DomainError (409) carrying them. Rental
-    never imports billing: the checks are named in settings."""
-    for check in admission_checks():
-        refusal = check(
-            project=project,
-            gpu_model=gpu_model,
-            gpu_count=gpu_count,
-            tier=str(tier),
-            market=str(market),
-            starts_at=starts_at,
-            ends_at=ends_at,
-            is_reservation=is_reservation,
-            now=now,
-        )
-        if refusal is not None:
-            code, message, *figures = refusal
-            raise DomainError(message, code=code, figures=figures[0] if figures else None)
 
 
 # --- Transitions -----------------------------------------------------------------------
@@ -305,7 +314,9 @@ def submit_reservation(
         )
     pending_limit.check_pending_limit(actor)
     now = now or timezone.now()
-    chosen, image, hours = validate_request(
+    # Everything that does not depend on the pool's standing happens before the lock:
+    # R1, the offering and image, the auto-approve limits and the admission checks.
+    valid = validated(
         project=project,
         gpu_model=gpu_model,
         gpu_count=gpu_count,
@@ -315,46 +326,35 @@ def submit_reservation(
         market=market,
         image=image,
     )
-    quota = selectors.quota_for(project, gpu_model)
     booking = start is not None and start != now
     begins = start if booking else now
-    end = reservations.window_end(begins, lease_seconds(hours))
+    end = reservations.window_end(begins, lease_seconds(valid.hours))
     if booking:
         reservations.validate_window(start=begins, end=end, market=market, now=now)
-    pool = lock_pool(gpu_model)
-    standing = read_standing(pool, project.pk, quota, priority=priority)
-    if booking:
-        decision = decide_admission(
-            standing, quota, gpu_count=gpu_count, hours=hours, priority=priority, market=market
-        )
-        if decision.status != Status.PENDING_APPROVAL:
-            decision = Decision(status=Status.SCHEDULED, tier=Tier.RESERVED)
-    else:
-        decision = decide_admission(
-            standing, quota, gpu_count=gpu_count, hours=hours, priority=priority, market=market
-        )
-    run_admission_checks(
+    limited = over_limits(valid.quota, gpu_count=gpu_count, hours=valid.hours)
+    asked = Asked(
         project=project,
         gpu_model=gpu_model,
         gpu_count=gpu_count,
-        tier=decision.tier,
         market=market,
         starts_at=begins,
         ends_at=end,
         is_reservation=booking,
         now=now,
     )
-    # Written once, with its decision (apply_decision saves it), to keep the lock short.
+    refusals = refusals_by_tier(
+        asked, possible_tiers(market=market, booking=booking, over_limits=limited)
+    )
     reservation = Reservation(
         project=project,
         requester=actor,
         gpu_model=gpu_model,
         gpu_count=gpu_count,
-        offering=chosen,
-        instance_count=gpu_count // chosen.gpus_per_instance,
+        offering=valid.offering,
+        instance_count=gpu_count // valid.offering.gpus_per_instance,
         market=market,
         priority=priority,
-        image=image,
+        image=valid.image,
         purpose=purpose.strip()[:300],
         start=begins,
         end=end,
@@ -364,6 +364,57 @@ def submit_reservation(
         is_reservation=booking,
         status=Status.PENDING_APPROVAL,
     )
+    # The rows an admission writes, compiled into one INSERT before the lock; under it
+    # only the decision's fields are put in.
+    may_run_now = not booking and not limited
+    lease_id, event_id, instance_ids = draw_ids(
+        (Reservation, 1), (AuditEvent, 1), (Instance, reservation.instance_count * may_run_now)
+    )
+    prepared = event = None
+    if instance_ids:
+        reservation.pk = lease_id[0]
+        event = audit.build(pk=event_id[0], **submitted_event(actor, reservation, source, now))
+        prepared = prepare_insert([reservation, *new_instances(reservation, instance_ids), event])
+        reservation.pk = None
+    pool, standing = lock_and_read(
+        gpu_model, project.pk, priority=priority, window=None if booking else (begins, end)
+    )
+    decision = decide_admission(
+        standing,
+        valid.quota,
+        gpu_count=gpu_count,
+        hours=valid.hours,
+        priority=priority,
+        market=market,
+    )
+    if booking and decision.status != Status.PENDING_APPROVAL:
+        decision = Decision(status=Status.SCHEDULED, tier=Tier.RESERVED)
+    elif not booking:
+        decision = reservations.keep_bookings(
+            pool,
+            decision,
+            standing,
+            project_id=project.pk,
+            gpus=gpu_count,
+            priority=priority,
+            market=market,
+            start=begins,
+            end=end,
+            booked=standing.booked_in_window > 0,
+        )
+    if decision.tier in refusals:
+        raise_refusal(refusals[decision.tier])
+    else:  # not foreseen before the lock: ask now
+        raise_refusal(first_refusal(asked, decision.tier))
+    if decision.status == Status.PROVISIONING and prepared is not None and event is not None:
+        # The common case: the lease, its instances and the audit event in one statement.
+        reservation.pk = lease_id[0]
+        set_decision(reservation, decision, now=now)
+        event.after = audit.build(**submitted_event(actor, reservation, source, now)).after
+        prepared.run(changed=[*((reservation, f) for f in DECISION_FIELDS), (event, "after")])
+        jobs.provision_on_commit(instance_ids)
+        return reservation
+    # Written once, with its decision (apply_decision saves it), to keep the lock short.
     if decision.status == Status.SCHEDULED:
         reservations.schedule(pool=pool, reservation=reservation, now=now)
     else:
@@ -388,23 +439,27 @@ def submit_reservation(
                 "own_displaceable": standing.displaceable,
             },
         )
-    audit.record(
-        actor=actor,
-        verb="lease.submitted",
-        obj=reservation,
-        project=project,
-        source=source,
-        at=now,
-        after={
-            "status": reservation.status,
-            "tier": reservation.tier,
-            "gpus": gpu_count,
-            "code": reservation.status_code,
-        },
-    )
+    audit.record(**submitted_event(actor, reservation, source, now))
     if reservation.status == Status.PENDING_APPROVAL:
         notices.approval_needed(reservation)
     return reservation
+
+
+def submitted_event(actor, reservation: Reservation, source: str, now: datetime) -> dict:
+    return {
+        "actor": actor,
+        "verb": "lease.submitted",
+        "obj": reservation,
+        "project": reservation.project_id,
+        "source": source,
+        "at": now,
+        "after": {
+            "status": reservation.status,
+            "tier": reservation.tier,
+            "gpus": reservation.gpu_count,
+            "code": reservation.status_code,
+        },
+    }
 
 
 def _decidable(actor, reservation: Reservation) -> Reservation:
@@ -441,8 +496,7 @@ def approve_reservation(
     reservation.approved_by = actor
     reservation.approved_at = now
     reservation.decision_comment = comment.strip()
-    quota = selectors.quota_for(reservation.project_id, reservation.gpu_model_id)
-    standing = read_standing(pool, reservation.project_id, quota, priority=reservation.priority)
+    standing = read_standing(pool, reservation.project_id, priority=reservation.priority)
     if reservation.is_reservation and reservation.start > now:
         reservations.schedule(pool=pool, reservation=reservation, now=now)
     else:
@@ -457,8 +511,20 @@ def approve_reservation(
             market=reservation.market,
             approved=True,
         )
-        apply_decision(reservation, decision, now=now)
-    if reservation.status == Status.QUEUED:
+        decision = reservations.keep_bookings(
+            pool,
+            decision,
+            standing,
+            project_id=reservation.project_id,
+            gpus=reservation.gpu_count,
+            priority=reservation.priority,
+            market=reservation.market,
+            start=now,
+            end=now + (reservation.end - reservation.start),
+            approved=True,
+        )
+        apply_decision(reservation, hold(reservation, decision, now=now) or decision, now=now)
+    if reservation.status == Status.QUEUED and not is_held(reservation.status_code):
         reclaim.reclaim_for(pool=pool, lease=reservation, standing=standing, now=now)
     audit.record(
         actor=actor,

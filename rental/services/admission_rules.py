@@ -27,6 +27,9 @@ class Standing:
     # The project's own guaranteed GPUs a request of this priority may take back (Q6 step 3:
     # lower priority, non-production, not already under notice).
     displaceable: int = 0
+    # GPUs of the project's bookings overlapping the window asked for (read only when a
+    # window is given): a guaranteed lease there must leave them their room (R2).
+    booked_in_window: int = 0
 
     @property
     def free(self) -> int:
@@ -64,7 +67,13 @@ def decide(
     """
     if market == Market.SPOT:
         return _with_room(standing, gpu_count, Tier.SPOT)
+    over_ceiling = not approved and standing.used + gpu_count > standing.ceiling
     if standing.used_guaranteed + gpu_count <= standing.guaranteed:
+        if over_ceiling:
+            # Burst leases may already fill L while the guarantee has room (a burst lease
+            # too big for the room left, Q2): L stays the most a project runs without a
+            # manager, whatever the tier.
+            return _over_ceiling(standing, gpu_count, Tier.GUARANTEED)
         return _with_room(standing, gpu_count, Tier.GUARANTEED)
     if (
         priority == Priority.PRODUCTION
@@ -100,11 +109,15 @@ def decide(
                 "guaranteed_free": max(standing.guaranteed - standing.used_guaranteed, 0),
             },
         )
-    if approved or standing.used + gpu_count <= standing.ceiling:
+    if not over_ceiling:
         return _with_room(standing, gpu_count, Tier.BURST)
+    return _over_ceiling(standing, gpu_count, Tier.BURST)
+
+
+def _over_ceiling(standing: Standing, gpu_count: int, tier: str) -> Decision:
     return Decision(
         status=Status.PENDING_APPROVAL,
-        tier=Tier.BURST,
+        tier=tier,
         code="over_ceiling",
         message=_(
             "Over the project's ceiling: %(used)s of %(ceiling)s GPUs in use, %(n)s asked. "

@@ -12,12 +12,12 @@ from django.utils.translation import gettext as _
 from portal import access, approvals, audit
 from portal.errors import InvalidInput, InvalidTransition, NotPermitted
 from rental import selectors
-from rental.models import Reservation
+from rental.models import Pool, Reservation, Tier
 from rental.services import notices
 from rental.services.admission import lease_seconds, parse_hours
 from rental.services.extension_rules import judge_extension
 from rental.services.pool import lock_pool
-from rental.services.reservations import check_window
+from rental.services.reservations import booked_between, check_beside_bookings, check_window
 
 Status = Reservation.Status
 EXTENDABLE = (Status.SCHEDULED, Status.PROVISIONING, Status.ACTIVE)
@@ -65,15 +65,7 @@ def extend_reservation(
             code="over_max_lease",
             field="hours",
         )
-    if lease.is_reservation:
-        check_window(
-            pool,
-            project_id=lease.project_id,
-            gpus=lease.gpu_count,
-            start=lease.start,
-            end=new_end,
-            exclude=lease.pk,
-        )
+    check_added_window(pool, lease, new_end)
     before = lease.end
     if verdict.outcome == "approval":
         lease.extension_until = new_end
@@ -119,15 +111,8 @@ def decide_extension(
     self_approved = approve and approvals.self_approval(
         actor, requester_id=lease.requester_id, project=lease.project_id
     )
-    if approve and lease.is_reservation:
-        check_window(
-            pool,
-            project_id=lease.project_id,
-            gpus=lease.gpu_count,
-            start=lease.start,
-            end=wanted,
-            exclude=lease.pk,
-        )
+    if approve:
+        check_added_window(pool, lease, wanted)
     before = lease.end
     if approve:
         lease.end = wanted
@@ -149,3 +134,29 @@ def decide_extension(
     )
     notices.extension_decided(lease, approved=approve, comment=comment.strip())
     return lease
+
+
+def check_added_window(pool: Pool, lease: Reservation, new_end: datetime) -> None:
+    """R2 over the added window: a booking is checked without its own old window; a lease
+    running in a tier nobody may take back must leave its project's bookings their room
+    after its old end."""
+    if lease.is_reservation:
+        check_window(
+            pool,
+            project_id=lease.project_id,
+            gpus=lease.gpu_count,
+            start=lease.start,
+            end=new_end,
+            exclude=lease.pk,
+        )
+    elif lease.tier in (Tier.GUARANTEED, Tier.RESERVED) and booked_between(
+        lease.project_id, lease.gpu_model_id, lease.end, new_end
+    ):
+        check_beside_bookings(
+            pool,
+            project_id=lease.project_id,
+            gpus=lease.gpu_count,
+            start=lease.end,
+            end=new_end,
+            field="hours",
+        )

@@ -11,8 +11,9 @@ from portal import audit
 from portal.errors import QuotaExceeded
 from rental.models import GpuModel, Market, Pool, Quota, Reservation, Tier, UsageRecord
 from rental.services import instances as instance_services
-from rental.services import notices, reclaim
-from rental.services.admission_rules import Standing, decide
+from rental.services import notices, reclaim, reservations
+from rental.services.admission_checks import hold
+from rental.services.admission_rules import Decision, Standing, decide
 from rental.services.placement import apply_decision
 from rental.services.pool import lock_pool, read_standing
 from rental.services.queue_rules import Waiting, queue_order
@@ -41,7 +42,7 @@ def waiting_in_order(
     """Queued leases in Q5 order with their projects' standings (no locks taken here)."""
     project_ids = {lease.project_id for lease in queued}
     quotas = _quotas(pool, project_ids)
-    standings = {pid: read_standing(pool, pid, quotas.get(pid)) for pid in project_ids}
+    standings = {pid: read_standing(pool, pid) for pid in project_ids}
     by_id = {lease.pk: lease for lease in queued}
     waiting = [
         Waiting(
@@ -71,7 +72,7 @@ def admit_in_pool(pool: Pool, *, now: datetime) -> list[Reservation]:
             Reservation.objects.select_for_update(of=("self",))
             .filter(gpu_model=pool.gpu_model_id, status=Status.QUEUED, reclaim_due_at__isnull=True)
             .exclude(pk__in=passed)
-            .select_related("offering", "image", "project")
+            .select_related("offering", "image", "project", "gpu_model")
         )
         if not queued:
             break
@@ -86,9 +87,24 @@ def admit_in_pool(pool: Pool, *, now: datetime) -> list[Reservation]:
                     market=lease.market,
                     approved=lease.approved_at is not None,
                 )
+                decision = reservations.keep_bookings(
+                    pool,
+                    decision,
+                    standing,
+                    project_id=lease.project_id,
+                    gpus=lease.gpu_count,
+                    priority=lease.priority,
+                    market=lease.market,
+                    start=now,
+                    end=now + (lease.end - lease.start),
+                    approved=lease.approved_at is not None,
+                )
             except QuotaExceeded:
                 passed.add(lease.pk)
                 continue  # its project's standing changed; it waits
+            if held_by_check(lease, decision, now=now):
+                passed.add(lease.pk)
+                continue  # a check refuses it for now; it keeps its place
             if decision.status == Status.PROVISIONING:
                 apply_decision(lease, decision, now=now)
                 audit.record(
@@ -128,9 +144,25 @@ def admit_in_pool(pool: Pool, *, now: datetime) -> list[Reservation]:
     return admitted
 
 
+def held_by_check(lease: Reservation, decision: Decision, *, now: datetime) -> bool:
+    """True when an admission check holds ``lease`` back for now (``hold``): it stays
+    queued with the check's message as its reason, keeps its place, and is asked again on
+    the next pass."""
+    held = hold(lease, decision, now=now)
+    if held is None:
+        return False
+    now_shown = (held.code, held.message, held.tier)
+    if (lease.status_code, lease.status_message, lease.tier) != now_shown:
+        lease.status_code, lease.status_message, lease.tier = now_shown
+        lease.save(update_fields=["status_code", "status_message", "tier", "updated_at"])
+    return True
+
+
 def promote_in_pool(pool: Pool, *, now: datetime) -> list[Reservation]:
     """Q3: where a project's guaranteed use has fallen, its burst leases that now fit become
-    guaranteed, oldest first, and can no longer be reclaimed as burst."""
+    guaranteed, oldest first, and can no longer be reclaimed as burst; not one that would
+    then leave its project's bookings without their room (R2): it stays burst, so R4 can
+    take it back at the booking's start."""
     burst = Reservation.objects.select_for_update(of=("self",)).filter(
         gpu_model=pool.gpu_model_id,
         status__in=(Status.PROVISIONING, Status.ACTIVE),
@@ -140,17 +172,28 @@ def promote_in_pool(pool: Pool, *, now: datetime) -> list[Reservation]:
     project_ids = set(burst.values_list("project_id", flat=True))
     if not project_ids:
         return []
-    quotas = _quotas(pool, project_ids)
     promoted: list[Reservation] = []
     for project_id in sorted(project_ids):
-        standing = read_standing(pool, project_id, quotas.get(project_id))
+        standing = read_standing(pool, project_id)
         room = standing.guaranteed - standing.used_guaranteed
         for lease in burst.filter(project_id=project_id).order_by("start", "pk"):
-            if lease.gpu_count <= room:
+            if lease.gpu_count <= room and beside_bookings_allowed(pool, lease, now=now):
                 promote(lease=lease, now=now)
                 room -= lease.gpu_count
                 promoted.append(lease)
     return promoted
+
+
+def beside_bookings_allowed(pool: Pool, lease: Reservation, *, now: datetime) -> bool:
+    if not reservations.booked_between(lease.project_id, pool.gpu_model_id, now, lease.end):
+        return True
+    try:
+        reservations.check_beside_bookings(
+            pool, project_id=lease.project_id, gpus=lease.gpu_count, start=now, end=lease.end
+        )
+    except QuotaExceeded:
+        return False
+    return True
 
 
 def promote(*, lease: Reservation, now: datetime) -> None:

@@ -206,3 +206,87 @@ def set_auto_approve_limits(
         after={"max_gpus": gpus, "max_hours": hours},
     )
     return quota
+
+
+def _hours(value: object, field: str) -> int | None:
+    if value in (None, ""):
+        return None
+    try:
+        number = int(str(value))
+    except ValueError:
+        raise InvalidInput(_("Enter a whole number of hours."), field=field) from None
+    if number < 0:
+        raise InvalidInput(_("Enter a number of hours of at least 0."), field=field)
+    return number
+
+
+@transaction.atomic
+def set_auto_approve_caps(
+    *,
+    actor,
+    quota: Quota,
+    gpus_cap: object,
+    hours_cap: object,
+    now: datetime | None = None,
+    source: str = "web",
+) -> Quota:
+    """An admin sets how high the project's managers may set the quota's auto-approve
+    limits (empty: up to the ceiling L and the site's maximum lease). Limits already above
+    a lowered cap come down to it, in the same audited change."""
+    if not access.is_admin(actor):
+        raise NotPermitted(_("Only admins set the caps on auto-approve limits."))
+    now = now or timezone.now()
+    quota = Quota.objects.select_for_update().get(pk=quota.pk)
+    gpus = _count(gpus_cap, "auto_approve_gpus_cap")
+    hours = _hours(hours_cap, "auto_approve_hours_cap")
+    if gpus is not None and gpus > quota.ceiling:
+        raise InvalidInput(
+            _("At most %(ceiling)s GPUs: the quota's ceiling L.") % {"ceiling": quota.ceiling},
+            code="cap_over_ceiling",
+            field="auto_approve_gpus_cap",
+        )
+    if hours is not None and hours > settings.PORTAL_MAX_LEASE_HOURS:
+        raise InvalidInput(
+            _("At most %(max)s hours: the site's maximum lease.")
+            % {"max": settings.PORTAL_MAX_LEASE_HOURS},
+            code="cap_over_max_lease",
+            field="auto_approve_hours_cap",
+        )
+    before = {
+        "gpus_cap": quota.auto_approve_gpus_cap,
+        "hours_cap": quota.auto_approve_hours_cap,
+        "max_gpus": quota.max_gpus_per_lease,
+        "max_hours": quota.max_hours_per_lease,
+    }
+    quota.auto_approve_gpus_cap, quota.auto_approve_hours_cap = gpus, hours
+    # A limit above its new cap, or no limit at all under a cap, comes down to the cap.
+    if gpus is not None and (quota.max_gpus_per_lease is None or quota.max_gpus_per_lease > gpus):
+        quota.max_gpus_per_lease = gpus
+    if hours is not None and (
+        quota.max_hours_per_lease is None or quota.max_hours_per_lease > hours
+    ):
+        quota.max_hours_per_lease = hours
+    quota.save(
+        update_fields=[
+            "auto_approve_gpus_cap",
+            "auto_approve_hours_cap",
+            "max_gpus_per_lease",
+            "max_hours_per_lease",
+        ]
+    )
+    audit.record(
+        actor=actor,
+        verb="quota.auto_approve_caps_set",
+        obj=quota,
+        project=quota.project_id,
+        source=source,
+        at=now,
+        before=before,
+        after={
+            "gpus_cap": gpus,
+            "hours_cap": hours,
+            "max_gpus": quota.max_gpus_per_lease,
+            "max_hours": quota.max_hours_per_lease,
+        },
+    )
+    return quota

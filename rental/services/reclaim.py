@@ -16,9 +16,10 @@ from django.utils.translation import gettext as _
 
 from portal import audit
 from portal.errors import QuotaExceeded
-from rental import jobs, selectors
+from rental import jobs
 from rental.models import Pool, Reservation, TerminationReason, Tier
 from rental.services import notices, reservations
+from rental.services.admission_checks import HELD_PREFIX
 from rental.services.admission_rules import Standing, decide
 from rental.services.ending import end_locked
 from rental.services.placement import apply_decision
@@ -61,6 +62,11 @@ def reclaim_for(*, pool: Pool, lease: Reservation, standing: Standing, now: date
     mode = MODE_BY_TIER.get(lease.tier)
     if mode is None:
         return False
+    short = (
+        standing.used_guaranteed + lease.gpu_count - standing.guaranteed
+        if lease.tier == Tier.GUARANTEED
+        else 0
+    )
     victims = choose_victims(
         candidates(pool, exclude=lease.pk),
         need=lease.gpu_count,
@@ -68,17 +74,16 @@ def reclaim_for(*, pool: Pool, lease: Reservation, standing: Standing, now: date
         project_id=lease.project_id,
         priority=lease.priority,
         mode=mode,
-        guarantee_short=standing.used_guaranteed + lease.gpu_count - standing.guaranteed
-        if lease.tier == Tier.GUARANTEED
-        else 0,
+        guarantee_short=short,
     )
     if not victims:
         return False
     due = now + timedelta(seconds=notice_seconds())
+    figures = {"need": lease.gpu_count, "free": standing.free, "guarantee_short": max(short, 0)}
     for victim in Reservation.objects.select_for_update().filter(
         pk__in=[v.id for v in victims], notice_due_at__isnull=True
     ):
-        preempt(victim=victim, needed_by=lease, now=now, due=due)
+        preempt(victim=victim, needed_by=lease, now=now, due=due, figures=figures)
     lease.reclaim_due_at = due
     lease.status_code = "reclaiming"
     lease.status_message = _(
@@ -93,8 +98,17 @@ def reclaim_for(*, pool: Pool, lease: Reservation, standing: Standing, now: date
     return True
 
 
-def preempt(*, victim: Reservation, needed_by: Reservation, now: datetime, due: datetime) -> None:
-    """Tell a victim at T that it ends at T + notice (Q8); its GPUs count as used until then."""
+def preempt(
+    *,
+    victim: Reservation,
+    needed_by: Reservation,
+    now: datetime,
+    due: datetime,
+    figures: dict[str, int] | None = None,
+) -> None:
+    """Tell a victim at T that it ends at T + notice (Q8); its GPUs count as used until then.
+    ``figures`` (GPUs needed, free in the pool, missing from the guarantee when the victims
+    were chosen) go into the audit event, so every preemption can be checked afterwards."""
     victim.notice_due_at = due
     victim.preempted_for = needed_by
     victim.status_code = "preempting"
@@ -116,7 +130,12 @@ def preempt(*, victim: Reservation, needed_by: Reservation, now: datetime, due: 
         project=victim.project_id,
         source="worker",
         at=now,
-        after={"needed_by": needed_by.pk, "ends_at": due.isoformat(), "tier": victim.tier},
+        after={
+            "needed_by": needed_by.pk,
+            "ends_at": due.isoformat(),
+            "tier": victim.tier,
+            **(figures or {}),
+        },
     )
     notices.preempted(victim, needed_by=needed_by, due=due)
 
@@ -171,6 +190,9 @@ def process_due(*, now: datetime | None = None) -> int:
         (NOTICED & Q(notice_due_at__lte=now))
         | (CLAIMING & Q(reclaim_due_at__lte=now))
         | reservations.starting_soon(now)
+        # Leases an admission check holds back are asked again on every sweep: the
+        # check's answer changes without any event in the pool (a budget raised).
+        | Q(status=Status.QUEUED, status_code__startswith=HELD_PREFIX)
     )
     done = 0
     for gpu_model_id in sorted(set(due.values_list("gpu_model_id", flat=True))):
@@ -219,10 +241,9 @@ def process_pool_due(*, gpu_model_id: int, now: datetime) -> int:
             reservations.start(pool=pool, lease=lease, at=at)
             done += 1
             continue
-        quota = selectors.quota_for(lease.project_id, gpu_model_id)
         try:
             decision = decide(
-                read_standing(pool, lease.project_id, quota, priority=lease.priority),
+                read_standing(pool, lease.project_id, priority=lease.priority),
                 gpu_count=lease.gpu_count,
                 priority=lease.priority,
                 market=lease.market,

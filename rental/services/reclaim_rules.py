@@ -15,7 +15,7 @@ PRIORITY_RANK = {Priority.PRODUCTION: 0, Priority.EXPERIMENT: 1, Priority.LEARNI
 # Who may take GPUs back (the tier the request would run in).
 GUARANTEED = "guaranteed"  # Q6: spot, other projects' burst, own lower-priority leases
 BURST = "burst"  # Q7: spot only
-RESERVED = "reserved"  # R4: spot, then other projects' burst
+RESERVED = "reserved"  # R4: spot, then other projects' burst, then the project's own burst
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,9 @@ def reclaim_order(
     1. spot leases (any project), lowest priority first, then newest;
     2. other projects' burst leases, lowest priority first, then newest;
     3. (guaranteed requests only) the project's own non-production leases of a
-       lower priority than the request, lowest priority first, then newest.
+       lower priority than the request, lowest priority first, then newest;
+       (a booking starting, R4) the project's own burst leases, whatever their
+       priority: GPUs it borrowed beside the GPUs it booked.
     Other projects' guaranteed and reserved leases are never candidates (Q1, Q6).
     """
 
@@ -55,6 +57,11 @@ def reclaim_order(
         (c for c in rest if c.project_id != project_id and c.tier == Tier.BURST),
         key=newest_lowest,
     )
+    if mode == RESERVED:
+        order += sorted(
+            (c for c in rest if c.project_id == project_id and c.tier == Tier.BURST),
+            key=newest_lowest,
+        )
     if mode == GUARANTEED:
         order += sorted(
             (

@@ -4,6 +4,10 @@ A project's entitlement at t is E(t) = max(G, GPUs it has reserved at t). A book
 admitted iff Σ E(t) ≤ C at every instant of its window. The sweep walks start/end
 events in time order, ends before starts at the same instant, so back-to-back
 bookings [09:00, 17:00) and [17:00, 18:00) never overlap.
+
+What a project "has reserved at t" is its bookings at t plus its leases running in a tier
+nobody may take back (guaranteed, reserved) that still run at t: a booking starts beside
+them, not in their place. Without bookings that is at most G (Q2), so E(t) = G.
 """
 
 from collections import defaultdict
@@ -67,6 +71,44 @@ def segments(
         entitled, beyond = totals()
         following = times[index + 1] if index + 1 < len(times) else None
         yield Segment(start=at, end=following, entitled=entitled, reserved_beyond_guarantee=beyond)
+
+
+def added_conflict(
+    bookings: Iterable[Booking],
+    guarantees: dict[int, int],
+    *,
+    capacity: int,
+    added: Booking,
+) -> Conflict | None:
+    """A lease admitted now in a tier nobody may take back: the first maximal interval
+    of its window where it raises Σ E(t) above C. Only its own project's E(t) can grow,
+    and only where that project has bookings (elsewhere its leases fit in G), so a pool
+    already over C elsewhere (degraded, Q1) refuses nothing that this lease did not
+    cause."""
+    others = list(bookings)
+    before = {
+        segment.start: segment.entitled
+        for segment in segments(others, guarantees, since=added.start)
+    }
+    conflict_start: datetime | None = None
+    conflict_end: datetime | None = None
+    needed = 0
+    without = 0
+    for segment in segments([*others, added], guarantees, since=added.start):
+        if segment.start >= added.end:
+            break
+        without = before.get(segment.start, without)
+        end = min(segment.end, added.end) if segment.end else added.end
+        if segment.entitled > capacity and segment.entitled > without:
+            if conflict_start is None:
+                conflict_start = segment.start
+            conflict_end = end
+            needed = max(needed, segment.entitled)
+        elif conflict_start is not None:
+            break
+    if conflict_start is None or conflict_end is None:
+        return None
+    return Conflict(start=conflict_start, end=conflict_end, needed=needed, capacity=capacity)
 
 
 def first_conflict(

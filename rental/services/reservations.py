@@ -6,6 +6,7 @@ Each writer locks the pool row, reads the bookings with one query, decides with 
 sweep of ``reservation_rules.py`` and writes; a refusal writes nothing.
 """
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -19,18 +20,21 @@ from portal import access, audit
 from portal.errors import InvalidInput, InvalidTransition, NotPermitted, QuotaExceeded
 from portal.models import Project
 from rental import jobs, selectors
-from rental.models import GpuModel, Market, Pool, Quota, Reservation, Tier
+from rental.models import GpuModel, Market, Pool, Priority, Quota, Reservation, Tier
 from rental.services import notices
-from rental.services.admission_rules import Decision
+from rental.services.admission_rules import Decision, Standing, decide
 from rental.services.placement import apply_decision
-from rental.services.pool import lock_pool, read_standing
+from rental.services.pool import BOOKED, CLAIMING, lock_pool, read_standing
 from rental.services.reclaim_rules import RESERVED, choose_victims
-from rental.services.reservation_rules import Booking, Conflict, first_conflict, segments
+from rental.services.reservation_rules import (
+    Booking,
+    Conflict,
+    added_conflict,
+    first_conflict,
+    segments,
+)
 
 Status = Reservation.Status
-
-# Leases whose booked window counts in the project's entitlement E(t).
-BOOKED = (Status.SCHEDULED, Status.QUEUED, Status.PROVISIONING, Status.ACTIVE)
 
 
 def notice() -> timedelta:
@@ -68,10 +72,20 @@ def window_end(start: datetime, seconds: int) -> datetime:
         ) from None
 
 
+# Leases admitted now that count in their project's E(t) until they end: the tiers
+# nobody may take back, running or about to run on GPUs being freed for them. A lease
+# under notice no longer counts: its GPUs go to the lease that preempted it.
+KEPT = Q(tier__in=(Tier.GUARANTEED, Tier.RESERVED), is_reservation=False) & (
+    Q(status__in=(Status.PROVISIONING, Status.ACTIVE), notice_due_at__isnull=True) | CLAIMING
+)
+
+
 def bookings(pool: Pool | int, *, exclude: int | None = None) -> list[Booking]:
+    """What counts in the projects' E(t): every booking, and every lease admitted now in
+    a tier nobody may take back, over its window."""
     gpu_model_id = pool if isinstance(pool, int) else pool.gpu_model_id
     rows = Reservation.objects.filter(
-        gpu_model_id=gpu_model_id, is_reservation=True, status__in=BOOKED
+        Q(is_reservation=True, status__in=BOOKED) | KEPT, gpu_model_id=gpu_model_id
     )
     if exclude is not None:
         rows = rows.exclude(pk=exclude)  # an update does not count its own old window
@@ -122,6 +136,105 @@ def check_window(
                 "until": conflict.end.isoformat(),
             },
         )
+
+
+def check_beside_bookings(
+    pool: Pool,
+    *,
+    project_id: int,
+    gpus: int,
+    start: datetime,
+    end: datetime,
+    exclude: int | None = None,
+    field: str = "duration_hours",
+) -> None:
+    """A lease admitted now in a tier nobody may take back (guaranteed), or a running one
+    extended, must leave every booking its room at its start (R2, R4): refused with the
+    interval and its figures where it would raise Σ E(t) above C. Only its own project's
+    bookings can make that happen."""
+    conflict = added_conflict(
+        bookings(pool, exclude=exclude),
+        guarantees(pool),
+        capacity=pool.capacity,
+        added=Booking(project_id, gpus, start, end),
+    )
+    if conflict is not None:
+        raise QuotaExceeded(
+            _(
+                "The project's bookings hold its guarantee then: %(span)s would need "
+                "%(needed)s of %(capacity)s GPUs (R2)."
+            )
+            % {"span": _span(conflict), "needed": conflict.needed, "capacity": conflict.capacity},
+            code="guarantee_booked",
+            field=field,
+            figures={"needed": conflict.needed, "capacity": conflict.capacity},
+        )
+
+
+def keep_bookings(
+    pool: Pool,
+    decision: Decision,
+    standing: Standing,
+    *,
+    project_id: int,
+    gpus: int,
+    priority: str,
+    market: str,
+    start: datetime,
+    end: datetime,
+    approved: bool = False,
+    booked: bool | None = None,
+) -> Decision:
+    """A lease admitted now runs guaranteed only where that leaves its project's bookings
+    their room (R2, R4). Where it would not, a non-production lease runs as burst, which
+    R4 takes back at the booking's start; a production one (never burst) is refused.
+    ``booked``: whether the project has bookings in the window, when already read."""
+    if decision.tier != Tier.GUARANTEED or decision.status not in (
+        Status.PROVISIONING,
+        Status.QUEUED,
+    ):
+        return decision
+    if booked is None:
+        booked = booked_between(project_id, pool.gpu_model_id, start, end)
+    if not booked:
+        return decision
+    try:
+        check_beside_bookings(pool, project_id=project_id, gpus=gpus, start=start, end=end)
+    except QuotaExceeded as refused:
+        if priority == Priority.PRODUCTION:
+            raise QuotaExceeded(
+                _("Production leases run only within the project's guarantee. %(why)s")
+                % {"why": refused.message},
+                code="guarantee_booked",
+                field="priority",
+                figures=refused.figures,
+            ) from None
+        no_room_in_guarantee = replace(
+            standing, guaranteed=min(standing.guaranteed, standing.used_guaranteed), displaceable=0
+        )
+        burst = decide(
+            no_room_in_guarantee,
+            gpu_count=gpus,
+            priority=priority,
+            market=market,
+            approved=approved,
+        )
+        return replace(
+            burst, message=burst.message or _("Runs as burst. %(why)s") % {"why": refused.message}
+        )
+    return decision
+
+
+def booked_between(project_id: int, gpu_model_id: int, start: datetime, end: datetime) -> bool:
+    """Whether the project has a booking overlapping [start, end)."""
+    return Reservation.objects.filter(
+        project_id=project_id,
+        gpu_model_id=gpu_model_id,
+        is_reservation=True,
+        status__in=BOOKED,
+        start__lt=end,
+        end__gt=start,
+    ).exists()
 
 
 def preview_booking(
@@ -247,8 +360,7 @@ def begin(*, pool: Pool, lease: Reservation, now: datetime) -> None:
     then burst, Q6 order) so the GPUs are free at the start."""
     from rental.services.reclaim import candidates, preempt
 
-    quota = selectors.quota_for(lease.project_id, lease.gpu_model_id)
-    standing = read_standing(pool, lease.project_id, quota)
+    standing = read_standing(pool, lease.project_id)
     due = max(lease.start, now)
     victims = choose_victims(
         candidates(pool, exclude=lease.pk),
@@ -267,7 +379,13 @@ def begin(*, pool: Pool, lease: Reservation, now: datetime) -> None:
     for victim in Reservation.objects.select_for_update().filter(
         pk__in=[v.id for v in victims], notice_due_at__isnull=True
     ):
-        preempt(victim=victim, needed_by=lease, now=now, due=due)
+        preempt(
+            victim=victim,
+            needed_by=lease,
+            now=now,
+            due=due,
+            figures={"need": lease.gpu_count, "free": standing.free, "guarantee_short": 0},
+        )
     lease.reclaim_due_at = due
     lease.status_message = _("Starting at %(at)s UTC; its GPUs are being freed.") % {
         "at": due.strftime("%Y-%m-%d %H:%M:%S")
@@ -287,8 +405,7 @@ def begin(*, pool: Pool, lease: Reservation, now: datetime) -> None:
 
 def start(*, pool: Pool, lease: Reservation, at: datetime) -> None:
     """At the start: run within the guarantee when it fits, else in tier ``reserved``."""
-    quota = selectors.quota_for(lease.project_id, lease.gpu_model_id)
-    standing = read_standing(pool, lease.project_id, quota)
+    standing = read_standing(pool, lease.project_id)
     if lease.gpu_count > standing.free:
         lease.status = Status.QUEUED
         lease.status_code = "no_capacity"

@@ -125,3 +125,37 @@ def test_a_manager_decides_a_quota_request(live_server, browser):
     expect(manager.locator(f"#quota-request-status-{asked.pk}")).to_have_text("Approved")
     assert Quota.objects.get(project=f0.alpha).ceiling == 5
     connections.close_all()
+
+
+def test_an_admin_caps_the_auto_approve_limits_and_a_manager_stays_within(live_server, browser):
+    from playwright.sync_api import expect
+
+    from tests.e2e.conftest import screenshot
+
+    f0 = factories.fixture_f0()
+    quota = Quota.objects.get(project=f0.alpha)
+    admin = logged_in(browser, live_server, "root")
+    admin.goto(f"{live_server.url}/projects/alpha/")
+    admin.fill(f"#cap-gpus-{quota.pk}", "2")
+    admin.fill(f"#cap-hours-{quota.pk}", "8")
+    admin.click(f"#save-auto-approve-caps-{quota.pk}")
+    expect(admin.locator("body")).to_contain_text("Caps on the auto-approve limits")
+    expect(admin.locator(f"#auto-approve-caps-now-{quota.pk}")).to_contain_text("2 GPUs")
+    screenshot(admin, "loan-auto-approve-caps-admin")
+
+    manager = logged_in(browser, live_server, "alma")
+    manager.goto(f"{live_server.url}/projects/alpha/")
+    expect(manager.locator(f"#auto-approve-caps-form-{quota.pk}")).to_have_count(0)
+    manager.fill(f"#aa-gpus-{quota.pk}", "4")
+    manager.fill(f"#aa-hours-{quota.pk}", "8")
+    manager.click(f"#save-auto-approve-{quota.pk}")
+    expect(manager.locator(f"#error-aa-gpus-{quota.pk}")).to_have_text(
+        "At most 2 GPUs, as the admin allows."
+    )
+    screenshot(manager, "loan-auto-approve-manager-refused")
+    manager.fill(f"#aa-gpus-{quota.pk}", "2")
+    manager.click(f"#save-auto-approve-{quota.pk}")
+    expect(manager.locator(f"#auto-approve-now-{quota.pk}")).to_contain_text("up to 2 GPUs")
+    quota.refresh_from_db()
+    assert (quota.max_gpus_per_lease, quota.max_hours_per_lease) == (2, 8)
+    connections.close_all()

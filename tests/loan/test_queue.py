@@ -84,3 +84,20 @@ def test_the_lease_page_shows_when_a_reclaiming_lease_starts(f0, lease, client):
     client.force_login(f0.gary)
     page = client.get(reverse("rental:lease", kwargs={"pk": victim.pk})).content.decode()
     assert f"Preempted for lease #{want.pk}; ends at 2026-04-06 10:02:00 UTC." in page
+
+
+def test_a_lease_whose_project_changed_does_not_block_those_behind(f0, lease):
+    from rental.models import Pool, Quota
+
+    Pool.objects.filter(pk=f0.pool.pk).update(capacity=5)
+    lease(f0.beta, 3, at("09:00"), priority="production")
+    alpha = lease(f0.alpha, 2, at("09:00"), priority="production")
+    production = lease(f0.beta, 1, at("09:05"), priority="production")  # fits G, no room
+    behind = lease(f0.gamma, 1, at("09:06"))  # burst, behind it in Q5 order
+    assert (production.status, behind.status) == (Status.QUEUED, Status.QUEUED)
+    assert production.notice_due_at is None and production.reclaim_due_at is None
+    Quota.objects.filter(project=f0.beta).update(guaranteed=3)  # now over its guarantee
+    services.end_reservation(actor=f0.alice, reservation=alpha, now=at("10:00"))
+    admitted = services.admit_queued(gpu_model=f0.model, now=at("10:00"))
+    assert behind.pk in [x.pk for x in admitted]
+    assert fresh(production).status == Status.QUEUED

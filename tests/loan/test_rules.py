@@ -94,14 +94,20 @@ def test_q7_burst_takes_only_spot():
     assert choose(pool, 2, mode=BURST) is None
 
 
-def test_r4_reservation_takes_spot_then_other_burst_only():
+def test_r4_reservation_takes_spot_then_other_burst_then_its_own_burst():
     pool = [
         lease(1, ME, 2, "burst", "learning"),
         lease(2, OTHER, 2, "burst"),
         lease(3, OTHER, 2, "spot"),
+        lease(4, ME, 2, "guaranteed", "learning"),
+        lease(5, OTHER, 2, "guaranteed", "learning"),
+        lease(6, OTHER, 2, "reserved", "learning"),
     ]
     assert choose(pool, 4, mode=RESERVED) == [3, 2]
-    assert choose(pool, 6, mode=RESERVED) is None
+    # The booking's own burst leases are GPUs it borrowed beside the ones it booked.
+    assert choose(pool, 6, mode=RESERVED) == [3, 2, 1]
+    # Guaranteed and reserved leases, its own included, are never taken.
+    assert choose(pool, 8, mode=RESERVED) is None
 
 
 def test_it_is_empty_when_there_is_room():
@@ -145,3 +151,18 @@ def test_q2_room_counts_claimed_gpus():
     assert decide(standing, gpu_count=1, priority="experiment", market="on_demand").status == (
         "queued"
     )
+
+
+def test_q2_a_guaranteed_request_still_stays_within_the_ceiling():
+    # A 3-GPU burst lease fills L 3 while G 2 has room: a 1-GPU request fits G, not L.
+    standing = Standing(guaranteed=2, ceiling=3, used_guaranteed=0, used=3, capacity=8, running=3)
+    decision = decide(standing, gpu_count=1, priority="experiment", market="on_demand")
+    assert (decision.status, decision.tier, decision.code) == (
+        "pending_approval",
+        "guaranteed",
+        "over_ceiling",
+    )
+    approved = decide(
+        standing, gpu_count=1, priority="experiment", market="on_demand", approved=True
+    )
+    assert (approved.status, approved.tier) == ("provisioning", "guaranteed")
