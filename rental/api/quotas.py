@@ -87,6 +87,15 @@ class AutoApproveSerializer(serializers.Serializer):
     )
 
 
+class AutoApproveCapsSerializer(serializers.Serializer):
+    auto_approve_gpus_cap = serializers.IntegerField(
+        min_value=0, max_value=MAX_GPUS, allow_null=True, help_text="Null: up to the ceiling L."
+    )
+    auto_approve_hours_cap = serializers.IntegerField(
+        min_value=0, max_value=MAX_HOURS, allow_null=True, help_text="Null: the maximum lease."
+    )
+
+
 class QuotaFilter(filters.FilterSet):
     project = filters.CharFilter(field_name="project__slug", max_length=SLUG_LENGTH)
 
@@ -181,6 +190,28 @@ class QuotaViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewS
             quota=quota,
             max_gpus=data["max_gpus_per_lease"],
             max_hours=data["max_hours_per_lease"],
+            source="api",
+        )
+        return self.answer(self.get_object())
+
+    @extend_schema(
+        summary="Cap how high managers may set the auto-approve limits (admins)",
+        description="Limits above a lowered cap come down to it in the same audited change.",
+        tags=["quotas"],
+        request=AutoApproveCapsSerializer,
+        responses=QuotaSerializer,
+    )
+    @action(detail=True, methods=["post"], url_path="auto-approve-caps")
+    def auto_approve_caps(self, request: Request, pk: str | None = None) -> Response:
+        quota = self.get_object()
+        if not access.is_admin(request.user):
+            raise NotPermitted(_("Only admins set the caps on auto-approve limits."))
+        data = self.validated(AutoApproveCapsSerializer, request)
+        quota_requests.set_auto_approve_caps(
+            actor=request.user,
+            quota=quota,
+            gpus_cap=data["auto_approve_gpus_cap"],
+            hours_cap=data["auto_approve_hours_cap"],
             source="api",
         )
         return self.answer(self.get_object())

@@ -89,6 +89,12 @@ RULES: dict[str, Expect] = {
         outsider_kwargs=lambda w: _quota(w, w.other_project),
         note="Managers of the project (and admins) set the auto-approve limits.",
     ),
+    "api:quota-auto-approve-caps": Expect(
+        post=(403, 404, 403, 400, 403, ANON),
+        kwargs=lambda w: _quota(w, w.project),
+        outsider_kwargs=lambda w: _quota(w, w.other_project),
+        note="Admins cap the limits; an empty body names the missing fields.",
+    ),
     "api:quota-request-list": Expect(
         get=EVERYONE,
         post=(400, 400, 400, 400, 400, ANON),

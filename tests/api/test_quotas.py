@@ -154,6 +154,21 @@ def test_it_lets_a_manager_set_auto_approve_limits_within_the_admins_caps(f0):
     assert cleared.status_code == 200 and quota(f0, f0.alpha).max_gpus_per_lease is None
 
 
+def test_it_lets_an_admin_cap_the_auto_approve_limits(f0):
+    alpha = quota(f0, f0.alpha)
+    Quota.objects.filter(pk=alpha.pk).update(max_gpus_per_lease=4)
+    url = reverse("api:quota-auto-approve-caps", args=[alpha.pk])
+    body = {"auto_approve_gpus_cap": 2, "auto_approve_hours_cap": 8}
+    assert client_for(f0.alpha_manager).post(url, body, format="json").status_code == 403
+    answer = client_for(f0.admin).post(url, body, format="json")
+    assert answer.status_code == 200, answer.content
+    assert (answer.json()["auto_approve_gpus_cap"], answer.json()["max_gpus_per_lease"]) == (2, 2)
+    assert AuditEvent.objects.filter(verb="quota.auto_approve_caps_set", source="api").exists()
+    over = client_for(f0.admin).post(url, {**body, "auto_approve_gpus_cap": 7}, format="json")
+    assert over.status_code == 400 and over.json()["field"] == "auto_approve_gpus_cap"
+    assert quota(f0, f0.alpha).auto_approve_gpus_cap == 2
+
+
 @pytest.mark.parametrize(
     "body",
     [
