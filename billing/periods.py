@@ -1,10 +1,13 @@
 """Periods and billed time: whole seconds counted once, then split at period boundaries
 (B1, B6). Integer arithmetic on timedeltas only; no float on a money path."""
 
+import re
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from rental.models.leases import PLATFORM_ENDED
 
@@ -156,4 +159,23 @@ def aggregate_billed_seconds(records: Any, *, start: datetime, end: datetime, no
             )
         )
         .order_by(*GROUP_FIELDS)
+    )
+
+
+PERIOD = re.compile(r"^(\d{4})-(\d{2})$")
+
+
+def parse_period(value: str | None) -> date | None:
+    """``YYYY-MM`` → the first day of that month; empty → None (the current month).
+    Raises ValueError with a message a person can act on."""
+    if not value:
+        return None
+    match = PERIOD.match(value.strip())
+    if match:
+        year, month = int(match[1]), int(match[2])
+        if 2000 <= year <= 2999 and 1 <= month <= 12:
+            return date(year, month, 1)
+    raise ValueError(
+        _("“%(value)s” is not a month. Give the period as YYYY-MM, e.g. %(example)s.")
+        % {"value": value[:20], "example": timezone.now().strftime("%Y-%m")}
     )

@@ -332,3 +332,9 @@ def budget_settings(*, project_id: int) -> dict[str, Any] | None:
             key=lambda item: (item["kind"], item["percent"]),
         ),
     }
+
+
+def gpu_model_names(lines: list[Any]) -> dict[int, str]:
+    """GPU model id → name for the statement lines given, in one query."""
+    ids = {line.gpu_model_id for line in lines if getattr(line, "gpu_model_id", None)}
+    return dict(GpuModel.objects.filter(pk__in=ids).values_list("pk", "name"))

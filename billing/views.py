@@ -1,8 +1,7 @@
 """Web pages of the money side: statements with drill-down, sign-off and disputes, the
 finance page, exports, budgets, and the spend and lease-cost partials."""
 
-import re
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -17,9 +16,11 @@ from django.views.decorators.http import require_POST
 
 from billing import budgets, exports, services
 from billing.models import Budget, LineDispute, Statement, StatementLine
+from billing.periods import parse_period
 from billing.selectors import (
     StatementView,
     draft_statement,
+    gpu_model_names,
     intervals,
     lease_cost,
     month_to_date,
@@ -31,34 +32,11 @@ from billing.statements import compute_period
 from portal import access
 from portal.errors import DomainError
 from portal.models import Project
-from rental.models import GpuModel, Reservation
-
-PERIOD = re.compile(r"^(\d{4})-(\d{2})$")
-
-
-def parse_period(value: str | None) -> date | None:
-    """``YYYY-MM`` → the first day of that month; empty → None (the current month).
-    Raises ValueError with a message a person can act on."""
-    if not value:
-        return None
-    match = PERIOD.match(value.strip())
-    if match:
-        year, month = int(match[1]), int(match[2])
-        if 2000 <= year <= 2999 and 1 <= month <= 12:
-            return date(year, month, 1)
-    raise ValueError(
-        _("“%(value)s” is not a month. Give the period as YYYY-MM, e.g. %(example)s.")
-        % {"value": value[:20], "example": timezone.now().strftime("%Y-%m")}
-    )
+from rental.models import Reservation
 
 
 def _previous_month(start: datetime) -> datetime:
     return datetime(start.year - (start.month == 1), (start.month - 2) % 12 + 1, 1, tzinfo=UTC)
-
-
-def _model_names(lines: list[Any]) -> dict[int, str]:
-    ids = {line.gpu_model_id for line in lines if getattr(line, "gpu_model_id", None)}
-    return dict(GpuModel.objects.filter(pk__in=ids).values_list("pk", "name"))
 
 
 def _export_response(
@@ -67,7 +45,7 @@ def _export_response(
     wanted = request.GET.get("format", "")
     if wanted not in ("csv", "pdf"):
         return None
-    names = _model_names([line for item in items for line in item.view.lines])
+    names = gpu_model_names([line for item in items for line in item.view.lines])
     if wanted == "csv":
         response = HttpResponse(
             exports.to_csv(items, names=names), content_type="text/csv; charset=utf-8"
@@ -110,7 +88,7 @@ def statement(request: HttpRequest, slug: str) -> HttpResponse:
             "raised_by", "answered_by", "correction"
         ):
             disputes.setdefault(dispute.line_id, []).append(dispute)
-    names = _model_names(view.lines)
+    names = gpu_model_names(view.lines)
     rows = [
         {
             "index": index,
@@ -184,7 +162,7 @@ def line_detail(request: HttpRequest, slug: str, period: str, index: int) -> Htt
             "runs_total": sum((run.gpu_seconds for run in runs), 0),
             "reservation": reservation,
             "figures": figures,
-            "model": _model_names([line]).get(getattr(line, "gpu_model_id", None) or 0, ""),
+            "model": gpu_model_names([line]).get(getattr(line, "gpu_model_id", None) or 0, ""),
             "period_label": view.period.strftime("%Y-%m"),
         },
     )

@@ -26,8 +26,8 @@ from rest_framework.response import Response
 
 from billing import exports, services
 from billing.models import LineDispute, Statement, StatementLine
-from billing.selectors import StatementView, draft_statement
-from billing.views import _model_names, parse_period
+from billing.periods import parse_period
+from billing.selectors import StatementView, draft_statement, gpu_model_names
 from portal import access
 from portal.api.views import PortalViewSet
 from portal.models import Project
@@ -160,7 +160,7 @@ def statement_view(
 
 def detail(view: StatementView, project: Project | None) -> dict[str, Any]:
     stored = view.statement
-    names = _model_names(view.lines)
+    names = gpu_model_names(view.lines)
     disputes: dict[int, list[LineDispute]] = {}
     if stored is not None and not view.is_draft:
         for dispute in LineDispute.objects.filter(line__statement=stored).select_related(
@@ -314,7 +314,7 @@ class StatementViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalV
         view = statement_view(statement, project=project, period=statement.period)
         slug = project.slug if project is not None else "platform"
         item = exports.ExportStatement(slug, project.name if project else "platform", view)
-        names = _model_names(view.lines)
+        names = gpu_model_names(view.lines)
         if wanted == "csv":
             response = HttpResponse(
                 exports.to_csv([item], names=names), content_type="text/csv; charset=utf-8"
