@@ -98,25 +98,36 @@ def quota_status(*, project: Project | int, gpu_model: GpuModel | int) -> QuotaS
     )
 
 
-def fitting_offerings(*, gpu_model: GpuModel | int, gpu_count: int, market: str) -> list[Offering]:
-    """Offerings that can carry exactly ``gpu_count`` GPUs, cheapest first.
+def offerings_of(gpu_model: GpuModel | int) -> QuerySet[Offering]:
+    """The offerings that sell ``gpu_model`` now: available, on an active account."""
+    return (
+        Offering.objects.filter(gpu_model=gpu_model, is_available=True, account__is_active=True)
+        .select_related("account", "gpu_model")
+        .order_by("gpus_per_instance", "on_demand_price_per_hour", "pk")
+    )
+
+
+def fitting(offerings: Iterable[Offering], *, gpu_count: int, market: str) -> list[Offering]:
+    """Of ``offerings``, those that can carry exactly ``gpu_count`` GPUs, cheapest first.
 
     An offering fits when its GPUs per instance divide the count; its price for
     the market must be known. Ties go to fewer, larger instances.
     """
-    candidates = Offering.objects.filter(
-        gpu_model=gpu_model, is_available=True, account__is_active=True
-    ).select_related("account", "gpu_model")
-    fitting = [
-        offering
-        for offering in candidates
-        if gpu_count % offering.gpus_per_instance == 0
-        and offering.price_per_hour(market) is not None
-    ]
     return sorted(
-        fitting,
+        (
+            offering
+            for offering in offerings
+            if gpu_count % offering.gpus_per_instance == 0
+            and offering.price_per_hour(market) is not None
+        ),
         key=lambda o: (o.rate_per_gpu_hour(market), -o.gpus_per_instance, o.instance_type),
     )
+
+
+def fitting_offerings(*, gpu_model: GpuModel | int, gpu_count: int, market: str) -> list[Offering]:
+    """The offerings selling ``gpu_model`` that can carry ``gpu_count`` GPUs, cheapest
+    first (``fitting``)."""
+    return fitting(offerings_of(gpu_model), gpu_count=gpu_count, market=market)
 
 
 def images_for(*, project: Project | int, offering: Offering | None = None) -> QuerySet[Image]:
@@ -127,7 +138,7 @@ def images_for(*, project: Project | int, offering: Offering | None = None) -> Q
     )
     if offering is not None:
         images = images.filter(account_id=offering.account_id, region=offering.region)
-    return images.select_related("project").order_by("name")
+    return images.select_related("project").order_by("name", "pk")
 
 
 def image_catalog(user) -> QuerySet[Image]:

@@ -54,6 +54,7 @@ from rental.services.placement import (
     set_decision,
 )
 from rental.services.pool import lock_and_read, lock_pool, read_standing
+from rental.services.request_reads import RequestReads, read_for_request
 
 Status = Reservation.Status
 
@@ -86,9 +87,18 @@ def lease_seconds(hours: Decimal) -> int:
 
 
 def choose_offering(
-    *, gpu_model: GpuModel, gpu_count: int, market: str, offering: Offering | None
+    *,
+    gpu_model: GpuModel,
+    gpu_count: int,
+    market: str,
+    offering: Offering | None,
+    candidates: list[Offering] | None = None,
 ) -> Offering:
-    fitting = selectors.fitting_offerings(gpu_model=gpu_model, gpu_count=gpu_count, market=market)
+    """The offering asked for, or the cheapest that fits; ``candidates``: the offerings
+    selling the model, when the caller has read them already."""
+    if candidates is None:
+        candidates = list(selectors.offerings_of(gpu_model))
+    fitting = selectors.fitting(candidates, gpu_count=gpu_count, market=market)
     if offering is None:
         if not fitting:
             raise InvalidInput(
@@ -157,7 +167,10 @@ def validated(
     priority: str,
     market: str,
     image: Image | None,
+    reads: RequestReads | None = None,
 ) -> Validated:
+    """R1 over the request's fields; ``reads``: its rows, when the caller has read them
+    (``read_for_request``)."""
     if priority not in Priority.values:
         raise InvalidInput(_("Choose a priority."), field="priority")
     if market not in Market.values:
@@ -165,7 +178,9 @@ def validated(
     if not isinstance(gpu_count, int) or isinstance(gpu_count, bool) or gpu_count < 1:
         raise InvalidInput(_("Ask for at least one GPU."), field="gpu_count")
     hours = parse_hours(duration_hours)
-    quota = selectors.quota_for(project, gpu_model)
+    if reads is None:
+        reads = read_for_request(actor=None, project=project, gpu_model=gpu_model)
+    quota = reads.quota
     ceiling = quota.ceiling if quota else 0
     if quota is None or ceiling == 0:
         raise InvalidInput(
@@ -182,16 +197,20 @@ def validated(
             figures={"asked": gpu_count, "ceiling": ceiling},
         )
     chosen = choose_offering(
-        gpu_model=gpu_model, gpu_count=gpu_count, market=market, offering=offering
+        gpu_model=gpu_model,
+        gpu_count=gpu_count,
+        market=market,
+        offering=offering,
+        candidates=reads.offerings,
     )
-    images = selectors.images_for(project=project, offering=chosen)
+    images = reads.images_on(chosen)
     if image is None:
-        image = images.first()
-        if image is None:
+        if not images:
             raise InvalidInput(
                 _("No image is available for %(offering)s.") % {"offering": chosen}, field="image"
             )
-    elif not images.filter(pk=image.pk).exists():
+        image = images[0]
+    elif image.pk not in {usable.pk for usable in images}:
         raise InvalidInput(
             _("This image cannot be used with %(offering)s.") % {"offering": chosen}, field="image"
         )
@@ -312,7 +331,8 @@ def submit_reservation(
         raise NotPermitted(
             _("Only members of %(project)s can ask for its GPUs.") % {"project": project}
         )
-    pending_limit.check_pending_limit(actor)
+    reads = read_for_request(actor=actor, project=project, gpu_model=gpu_model)
+    pending_limit.check_pending_limit(actor, waiting=reads.waiting)
     now = now or timezone.now()
     # Everything that does not depend on the pool's standing happens before the lock:
     # R1, the offering and image, the auto-approve limits and the admission checks.
@@ -325,6 +345,7 @@ def submit_reservation(
         priority=priority,
         market=market,
         image=image,
+        reads=reads,
     )
     booking = start is not None and start != now
     begins = start if booking else now

@@ -12,10 +12,16 @@ from rental.models import Reservation
 WAITING = (Reservation.Status.PENDING_APPROVAL, Reservation.Status.QUEUED)
 
 
-def check_pending_limit(actor) -> None:
-    """Refuse a new request while ``actor`` already has the limit's number waiting."""
+def waiting_count(actor) -> int:
+    return Reservation.objects.filter(requester=actor, status__in=WAITING).count()
+
+
+def check_pending_limit(actor, *, waiting: int | None = None) -> None:
+    """Refuse a new request while ``actor`` already has the limit's number waiting
+    (``waiting``: that number, when the caller has read it already)."""
     limit = settings.PORTAL_MAX_PENDING_PER_USER
-    waiting = Reservation.objects.filter(requester=actor, status__in=WAITING).count()
+    if waiting is None:
+        waiting = waiting_count(actor)
     if waiting >= limit:
         raise QuotaExceeded(
             _(
