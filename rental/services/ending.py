@@ -25,19 +25,24 @@ def end_locked(reservation: Reservation, *, reason: str, at: datetime) -> str:
         reservation.ended_at = at
         reservation.end_reason = reason
         reservation.reclaim_due_at = None
-        reservation.save()
+        reservation.save(
+            update_fields=["status", "ended_at", "end_reason", "reclaim_due_at", "updated_at"]
+        )
         # Nobody needs the victims' GPUs any more: their notices are called off.
         Reservation.objects.filter(
             preempted_for=reservation, status__in=(Status.PROVISIONING, Status.ACTIVE)
         ).update(notice_due_at=None, preempted_for=None, status_code="", status_message="")
     elif reservation.status in (Status.PROVISIONING, Status.ACTIVE):
-        reservation.status = Status.ENDING
         reservation.end_reason = reason
         reservation.ended_at = at
-        reservation.save()
-        for instance in reservation.instances.select_for_update():
+        instances = list(reservation.instances.select_for_update())
+        for instance in instances:
             instance_services.stop_billing_and_terminate(instance, reason=reason, at=at)
-        instance_services.finish_if_all_terminated(reservation.pk)
+        # Ending until the cloud confirms each instance gone; at once when none had
+        # launched (one write either way, the lease row locked throughout).
+        up = any(instance.state not in instance_services.GONE for instance in instances)
+        reservation.status = Status.ENDING if up else instance_services.ended_status(reason)
+        reservation.save(update_fields=["status", "end_reason", "ended_at", "updated_at"])
     else:
         raise InvalidTransition(
             _("This lease is %(status)s and cannot be ended.")

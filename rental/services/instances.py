@@ -45,8 +45,10 @@ from rental.services.failover import (
 )
 from rental.services.termination import (
     FINAL_STATUS_BY_REASON,
+    GONE,
     _enqueue_terminate,
     close_usage,
+    ended_status,
     finish_if_all_terminated,
     launch_may_be_in_flight,
     mark_terminated,
@@ -57,8 +59,10 @@ from rental.services.termination import (
 
 __all__ = [
     "FINAL_STATUS_BY_REASON",
+    "GONE",
     "LaunchRetry",
     "close_usage",
+    "ended_status",
     "fail_instance",
     "finish_if_all_terminated",
     "installation_tags",

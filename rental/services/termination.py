@@ -64,14 +64,23 @@ def _enqueue_terminate(instance_id: int) -> None:
     jobs.terminate_on_commit(instance_id)
 
 
+# An instance in these states holds nothing in the cloud any more.
+GONE = (State.TERMINATED, State.FAILED)
+
+
+def ended_status(end_reason: str) -> str:
+    """What a lease is called once the platform has finished ending it."""
+    return FINAL_STATUS_BY_REASON.get(end_reason, Status.ENDED)
+
+
 def finish_if_all_terminated(reservation_id: int) -> None:
     lease = Reservation.objects.select_for_update().get(pk=reservation_id)
     if lease.status != Status.ENDING:
         return
-    if lease.instances.exclude(state__in=(State.TERMINATED, State.FAILED)).exists():
+    if lease.instances.exclude(state__in=GONE).exists():
         return
-    lease.status = FINAL_STATUS_BY_REASON.get(lease.end_reason, Status.ENDED)
-    lease.save()
+    lease.status = ended_status(lease.end_reason)
+    lease.save(update_fields=["status", "updated_at"])
 
 
 def terminate_instance(*, instance_id: int, now: datetime | None = None) -> None:
@@ -265,12 +274,12 @@ def mark_terminated_many(ended: dict[int, datetime]) -> None:
     )
     unfinished = set(
         Instance.objects.filter(reservation_id__in=lease_ids)
-        .exclude(state__in=(State.TERMINATED, State.FAILED))
+        .exclude(state__in=GONE)
         .values_list("reservation_id", flat=True)
     )
     finished = []
     for lease in Reservation.objects.filter(pk__in=lease_ids - unfinished, status=Status.ENDING):
-        lease.status = FINAL_STATUS_BY_REASON.get(lease.end_reason, Status.ENDED)
+        lease.status = ended_status(lease.end_reason)
         finished.append(lease)
     Reservation.objects.bulk_update(finished, ["status"])
     gpu_models = set(
