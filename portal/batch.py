@@ -37,11 +37,31 @@ def _fields(obj: Model) -> list:
     return [field for field in obj._meta.concrete_fields if not field.generated]
 
 
+# The INSERT text per model: the same for every row of a model whose values are plain
+# (no expression, no field with a placeholder of its own), so Django compiles it once per
+# process and each row only has its values prepared.
+_TEXTS: dict[tuple[str, type[Model]], str] = {}
+
+
+def _plain(fields: list) -> bool:
+    return not any(hasattr(field, "get_placeholder") for field in fields)
+
+
 def _insert_sql(obj: Model) -> tuple[str, list]:
+    fields = _fields(obj)
     query = InsertQuery(type(obj))
-    query.insert_values(_fields(obj), [obj])
-    ((sql, params),) = query.get_compiler(connection=connection).as_sql()
-    return sql, list(params)
+    query.insert_values(fields, [obj])
+    compiler = query.get_compiler(connection=connection)
+    key = (connection.alias, type(obj))
+    text = _TEXTS.get(key)
+    if text is not None:
+        values = [compiler.prepare_value(f, compiler.pre_save_val(f, obj)) for f in fields]
+        if not any(hasattr(value, "as_sql") for value in values):
+            return text, values
+    ((text, params),) = compiler.as_sql()
+    if len(params) == len(fields) and _plain(fields):
+        _TEXTS[key] = text
+    return text, list(params)
 
 
 @dataclass
