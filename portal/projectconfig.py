@@ -97,6 +97,8 @@ def document(project: Project) -> dict[str, Any]:
                 "auto_approve": {
                     "max_gpus": q.max_gpus_per_lease,
                     "max_hours": q.max_hours_per_lease,
+                    "gpus_cap": q.auto_approve_gpus_cap,
+                    "hours_cap": q.auto_approve_hours_cap,
                 },
             }
             for name, q in sorted(_quota_rows(project).items())
@@ -159,6 +161,11 @@ def plan(doc: str, *, actor, project: Project | None = None) -> Plan:
     return result
 
 
+def _caps(quota) -> dict[str, int | None]:
+    """The admin's caps on a quota's auto-approve limits, by their document keys."""
+    return {"gpus_cap": quota.auto_approve_gpus_cap, "hours_cap": quota.auto_approve_hours_cap}
+
+
 def _diff(project: Project | None, config: dict[str, Any]) -> list[str]:
     changes: list[str] = []
     if project is None:
@@ -187,6 +194,11 @@ def _diff(project: Project | None, config: dict[str, Any]) -> list[str]:
             ("weight", have.weight, want["weight"]),
             ("auto_approve.max_gpus", have.max_gpus_per_lease, want["max_gpus"]),
             ("auto_approve.max_hours", have.max_hours_per_lease, want["max_hours"]),
+            *(
+                (f"auto_approve.{key}", have_cap, want[key])
+                for key, have_cap in _caps(have).items()
+                if key in want
+            ),
         )
         for name, old, new in pairs:
             if old != new:
@@ -225,6 +237,27 @@ def _prefixed(error: DomainError, path: str) -> DomainError:
 def apply(plan: Plan, *, actor) -> Project:
     """Make the plan's changes, all or nothing, through the services the web uses."""
     return _apply(plan, actor=actor)
+
+
+def _apply_caps(actor, project: Project, gpu_model, want: dict[str, Any]) -> None:
+    """The admin's caps, when the document names them and they change (admins only:
+    the service refuses anyone else)."""
+    from rental.models import Quota
+    from rental.services import quota_requests
+
+    if not any(key in want for key in ("gpus_cap", "hours_cap")):
+        return
+    quota = Quota.objects.get(project=project, gpu_model=gpu_model)
+    have = _caps(quota)
+    wanted = {key: want.get(key, have[key]) for key in have}
+    if wanted != have:
+        quota_requests.set_auto_approve_caps(
+            actor=actor,
+            quota=quota,
+            gpus_cap=wanted["gpus_cap"],
+            hours_cap=wanted["hours_cap"],
+            source=SOURCE,
+        )
 
 
 def _apply(plan: Plan, *, actor) -> Project:
@@ -306,6 +339,7 @@ def _apply(plan: Plan, *, actor) -> Project:
                     max_hours=want["max_hours"],
                     source=SOURCE,
                 )
+            _apply_caps(actor, project, config["gpu_models"][want["gpu_model"]], want)
         except DomainError as error:
             raise _prefixed(error, path) from None
     want_budget = config["budget"]

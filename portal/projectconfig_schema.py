@@ -17,7 +17,10 @@ from portal.models import Membership
 
 TOP_KEYS = ("project", "name", "quotas", "budget", "members", "default_image", "volumes")
 QUOTA_KEYS = ("gpu_model", "guaranteed", "ceiling", "weight", "auto_approve")
-AUTO_KEYS = ("max_gpus", "max_hours")
+AUTO_KEYS = ("max_gpus", "max_hours", "gpus_cap", "hours_cap")
+# The admin's caps on the limits: applied only when the document names them, so a
+# document written before they were exported leaves them as they are.
+CAP_KEYS = ("gpus_cap", "hours_cap")
 BUDGET_KEYS = ("monthly_amount", "cap_policy", "thresholds")
 MEMBER_KEYS = ("username", "role")
 MAX_INT = 1_000_000
@@ -111,20 +114,28 @@ def validate(data: Any, *, gpu_models: dict[str, Any]) -> dict[str, Any]:
             raise fail(f"{path}.weight", _("must be more than zero"))
         auto = item.get("auto_approve") or {}
         _mapping(auto, f"{path}.auto_approve", AUTO_KEYS, ())
-        result["quotas"].append(
-            {
-                "gpu_model": name,
-                "guaranteed": guaranteed,
-                "ceiling": ceiling,
-                "weight": weight,
-                "max_gpus": _count(
-                    auto.get("max_gpus"), f"{path}.auto_approve.max_gpus", optional=True
-                ),
-                "max_hours": _count(
-                    auto.get("max_hours"), f"{path}.auto_approve.max_hours", optional=True
-                ),
-            }
-        )
+        quota = {
+            "gpu_model": name,
+            "guaranteed": guaranteed,
+            "ceiling": ceiling,
+            "weight": weight,
+            "max_gpus": _count(
+                auto.get("max_gpus"), f"{path}.auto_approve.max_gpus", optional=True
+            ),
+            "max_hours": _count(
+                auto.get("max_hours"), f"{path}.auto_approve.max_hours", optional=True
+            ),
+        }
+        for key in CAP_KEYS:
+            if key in auto:
+                quota[key] = _count(auto[key], f"{path}.auto_approve.{key}", optional=True)
+        for limit, cap in (("max_gpus", "gpus_cap"), ("max_hours", "hours_cap")):
+            if None not in (quota[limit], quota.get(cap)) and quota[limit] > quota[cap]:
+                raise fail(
+                    f"{path}.auto_approve.{limit}",
+                    _("must be ≤ %(cap)s (auto_approve.%(key)s)") % {"cap": quota[cap], "key": cap},
+                )
+        result["quotas"].append(quota)
     result["budget"] = _budget(data.get("budget"))
     result["members"] = _members(data.get("members") or [])
     if data.get("default_image") is not None:

@@ -143,3 +143,38 @@ def test_it_exports_and_dry_runs_from_the_command(world, tmp_path, capsys):
     assert _counts() == before
     call_command("project", "apply", str(path), "--as", "root")
     assert Quota.objects.get(project=world.alpha).ceiling == 5
+
+
+def test_an_admin_sets_the_caps_on_the_auto_approve_limits_from_the_document(world):
+    text = projectconfig.export_project(world.alpha)
+    assert "gpus_cap: null" in text and "hours_cap: null" in text
+    capped = text.replace("gpus_cap: null", "gpus_cap: 1").replace(
+        "hours_cap: null", "hours_cap: 6"
+    )
+    with pytest.raises(InvalidInput) as bad:  # the limits (2 GPUs, 8 h) above the new caps
+        projectconfig.plan(capped, actor=world.admin)
+    assert bad.value.field == "quotas[0].auto_approve.max_gpus"
+    capped = capped.replace("max_gpus: 2", "max_gpus: 1").replace("max_hours: 8", "max_hours: 6")
+    plan = projectconfig.plan(capped, actor=world.admin)
+    assert any("auto_approve.gpus_cap" in c and "— → 1" in c for c in plan.changes)
+    assert Quota.objects.get(project=world.alpha).auto_approve_gpus_cap is None  # a dry run
+    projectconfig.apply(plan, actor=world.admin)
+    quota = Quota.objects.get(project=world.alpha)
+    assert (quota.auto_approve_gpus_cap, quota.auto_approve_hours_cap) == (1, 6)
+    assert (quota.max_gpus_per_lease, quota.max_hours_per_lease) == (1, 6)
+    assert AuditEvent.objects.filter(verb="quota.auto_approve_caps_set", source="config").exists()
+    assert projectconfig.export_project(world.alpha) == capped
+
+
+def test_a_manager_cannot_change_the_caps_and_a_document_without_them_keeps_them(world):
+    Quota.objects.filter(project=world.alpha).update(auto_approve_gpus_cap=3)
+    text = projectconfig.export_project(world.alpha)
+    with pytest.raises(NotPermitted) as refused:
+        projectconfig.plan(text.replace("gpus_cap: 3", "gpus_cap: 4"), actor=world.manager)
+    assert refused.value.message.startswith("quotas[0]")
+    older = text.replace("    gpus_cap: 3\n", "").replace("    hours_cap: null\n", "")
+    assert "gpus_cap" not in older
+    plan = projectconfig.plan(older.replace("max_hours: 8", "max_hours: 6"), actor=world.manager)
+    projectconfig.apply(plan, actor=world.manager)
+    quota = Quota.objects.get(project=world.alpha)
+    assert (quota.auto_approve_gpus_cap, quota.max_hours_per_lease) == (3, 6)
