@@ -23,7 +23,7 @@ from django.utils.translation import gettext as _
 from portal import access, audit, memberships
 from portal.errors import DomainError, NotPermitted
 from portal.models import Membership, Project
-from portal.projectconfig_schema import fail, load, validate
+from portal.projectconfig_schema import CAP_KEYS, fail, load, validate
 
 SOURCE = "config"
 
@@ -245,7 +245,7 @@ def _apply_caps(actor, project: Project, gpu_model, want: dict[str, Any]) -> Non
     from rental.models import Quota
     from rental.services import quota_requests
 
-    if not any(key in want for key in ("gpus_cap", "hours_cap")):
+    if not any(key in want for key in CAP_KEYS):
         return
     quota = Quota.objects.get(project=project, gpu_model=gpu_model)
     have = _caps(quota)
