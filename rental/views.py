@@ -147,6 +147,7 @@ def estimate(form: LeaseRequestForm) -> Estimate:
             hours=hours,
             priority=priority,
             market=market,
+            start=form.current_start,
         )
     except QuotaExceeded as error:
         return Estimate(

@@ -7,7 +7,7 @@ from django.utils.translation import gettext as _
 
 from rental.models import Reservation
 from rental.services.admission_checks import is_held
-from rental.services.queue import queue_positions
+from rental.services.queue import CEILING_BOOKED, queue_positions
 
 Status = Reservation.Status
 
@@ -39,6 +39,12 @@ def wait_hint(lease: Reservation) -> str:
             "It keeps its place in the queue and starts by itself once the reason above no "
             "longer holds (for a budget: a new month, or a higher budget) and %(n)s GPUs "
             "are free."
+        ) % {"n": lease.gpu_count}
+    if lease.status == Status.QUEUED and lease.status_code == CEILING_BOOKED:
+        return _(
+            "It keeps its place in the queue and starts by itself once it fits under the "
+            "project's ceiling beside its bookings (when one of its leases ends or a booking "
+            "is over) and %(n)s GPUs are free."
         ) % {"n": lease.gpu_count}
     if lease.status == Status.QUEUED:
         return _(

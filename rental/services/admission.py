@@ -229,6 +229,16 @@ def over_limits(quota: Quota | None, *, gpu_count: int, hours: Decimal) -> bool:
     )
 
 
+def auto_approve_exceeded() -> Decision:
+    """Beyond the quota's auto-approve limits a manager decides, whatever the standing."""
+    return Decision(
+        status=Status.PENDING_APPROVAL,
+        tier=Tier.BURST,
+        code="over_auto_approve",
+        message=_("Beyond the project's auto-approve limits; a manager must approve."),
+    )
+
+
 def decide_admission(
     standing: Standing,
     quota: Quota | None,
@@ -240,12 +250,7 @@ def decide_admission(
 ) -> Decision:
     """What happens to a valid request: the auto-approve limits, then Q2 and Q4. Pure."""
     if over_limits(quota, gpu_count=gpu_count, hours=hours):
-        return Decision(
-            status=Status.PENDING_APPROVAL,
-            tier=Tier.BURST,
-            code="over_auto_approve",
-            message=_("Beyond the project's auto-approve limits; a manager must approve."),
-        )
+        return auto_approve_exceeded()
     return decide(standing, gpu_count=gpu_count, priority=priority, market=market)
 
 
@@ -280,20 +285,91 @@ def preview_admission(
     hours: Decimal,
     priority: str,
     market: str,
+    start: datetime | None = None,
+    now: datetime | None = None,
 ) -> Decision:
-    """The request form's preview of ``submit_reservation``: read-only, no locks."""
+    """The request form's preview of ``submit_reservation``: read-only, no locks. A
+    booking (``start`` ahead) is judged as one is: by the auto-approve limits and L over
+    its window (R2 is ``reservations.preview_booking``)."""
     pool = Pool.objects.filter(gpu_model=gpu_model).first()
     if pool is None:
         raise InvalidInput(
             _("No pool is configured for this GPU model."), code="no_pool", field="gpu_model"
         )
-    return admission(
-        pool=pool,
-        project=project,
+    now = now or timezone.now()
+    booking = start is not None and start > now
+    begins = start if booking else now
+    end = reservations.window_end(begins, lease_seconds(hours))
+    return decide_request(
+        pool,
+        read_standing(pool, project.pk, priority=priority, window=None if booking else (now, end)),
+        selectors.quota_for(project, gpu_model),
+        project_id=project.pk,
         gpu_count=gpu_count,
         hours=hours,
         priority=priority,
         market=market,
+        start=begins,
+        end=end,
+        booking=booking,
+    )
+
+
+def decide_request(
+    pool: Pool,
+    standing: Standing,
+    quota: Quota | None,
+    *,
+    project_id: int,
+    gpu_count: int,
+    hours: Decimal,
+    priority: str,
+    market: str,
+    start: datetime,
+    end: datetime,
+    booking: bool,
+) -> Decision:
+    """What happens to a valid request, given its pool's standing. A booking: the
+    auto-approve limits, then L over its window (R2 is checked when it is written); a
+    lease now: the auto-approve limits, Q2 and Q4, then beside its project's bookings
+    (R2, L over time), which are read only when some overlap its window."""
+    if booking:
+        if over_limits(quota, gpu_count=gpu_count, hours=hours):
+            return auto_approve_exceeded()
+        return reservations.booking_decision(
+            pool,
+            project_id=project_id,
+            ceiling=standing.ceiling,
+            gpus=gpu_count,
+            start=start,
+            end=end,
+        )
+    decision = decide_admission(
+        standing, quota, gpu_count=gpu_count, hours=hours, priority=priority, market=market
+    )
+    booked = standing.booked_in_window > 0
+    decision = reservations.keep_bookings(
+        pool,
+        decision,
+        standing,
+        project_id=project_id,
+        gpus=gpu_count,
+        priority=priority,
+        market=market,
+        start=start,
+        end=end,
+        booked=booked,
+    )
+    return reservations.keep_ceiling(
+        pool,
+        decision,
+        project_id=project_id,
+        ceiling=standing.ceiling,
+        gpus=gpu_count,
+        market=market,
+        start=start,
+        end=end,
+        booked=booked,
     )
 
 
@@ -400,29 +476,19 @@ def submit_reservation(
     pool, standing = lock_and_read(
         gpu_model, project.pk, priority=priority, window=None if booking else (begins, end)
     )
-    decision = decide_admission(
+    decision = decide_request(
+        pool,
         standing,
         valid.quota,
+        project_id=project.pk,
         gpu_count=gpu_count,
         hours=valid.hours,
         priority=priority,
         market=market,
+        start=begins,
+        end=end,
+        booking=booking,
     )
-    if booking and decision.status != Status.PENDING_APPROVAL:
-        decision = Decision(status=Status.SCHEDULED, tier=Tier.RESERVED)
-    elif not booking:
-        decision = reservations.keep_bookings(
-            pool,
-            decision,
-            standing,
-            project_id=project.pk,
-            gpus=gpu_count,
-            priority=priority,
-            market=market,
-            start=begins,
-            end=end,
-            booked=standing.booked_in_window > 0,
-        )
     if decision.tier in refusals:
         raise_refusal(refusals[decision.tier])
     else:  # not foreseen before the lock: ask now

@@ -12,12 +12,19 @@ from django.utils.translation import gettext as _
 from portal import access, approvals, audit
 from portal.errors import InvalidInput, InvalidTransition, NotPermitted
 from rental import selectors
-from rental.models import Pool, Reservation, Tier
+from rental.models import Market, Pool, Reservation, Tier
 from rental.services import notices
 from rental.services.admission import lease_seconds, parse_hours
 from rental.services.extension_rules import judge_extension
 from rental.services.pool import lock_pool
-from rental.services.reservations import booked_between, check_beside_bookings, check_window
+from rental.services.reservations import (
+    booked_between,
+    ceiling_conflict,
+    check_beside_bookings,
+    check_window,
+    over_ceiling_figures,
+    over_ceiling_message,
+)
 
 Status = Reservation.Status
 EXTENDABLE = (Status.SCHEDULED, Status.PROVISIONING, Status.ACTIVE)
@@ -66,12 +73,26 @@ def extend_reservation(
             field="hours",
         )
     check_added_window(pool, lease, new_end)
+    over = None
+    if lease.approved_at is None and lease.market != Market.SPOT:
+        over = ceiling_conflict(
+            pool,
+            project_id=lease.project_id,
+            ceiling=quota.ceiling if quota else 0,
+            gpus=lease.gpu_count,
+            start=lease.end,
+            end=new_end,
+            exclude=lease.pk,
+        )
     before = lease.end
-    if verdict.outcome == "approval":
+    if verdict.outcome == "approval" or over is not None:
         lease.extension_until = new_end
         lease.save(update_fields=["extension_until", "updated_at"])
         notices.extension_asked(
-            lease, until=new_end, limit_hours=quota.max_hours_per_lease if quota else None
+            lease,
+            until=new_end,
+            limit_hours=quota.max_hours_per_lease if quota else None,
+            why="" if over is None or verdict.outcome == "approval" else over_ceiling_message(over),
         )
     else:
         lease.end = new_end
@@ -79,13 +100,17 @@ def extend_reservation(
         lease.save(update_fields=["end", "extension_until", "updated_at"])
     audit.record(
         actor=actor,
-        verb="lease.extension_asked" if verdict.outcome == "approval" else "lease.extended",
+        verb="lease.extension_asked" if lease.extension_until else "lease.extended",
         obj=lease,
         project=lease.project_id,
         source=source,
         at=now,
         before={"end": before.isoformat()},
-        after={"end": new_end.isoformat(), "needs_approval": verdict.outcome == "approval"},
+        after={
+            "end": new_end.isoformat(),
+            "needs_approval": verdict.outcome == "approval" or over is not None,
+            **({"over_ceiling": over_ceiling_figures(over)} if over is not None else {}),
+        },
     )
     return lease
 

@@ -65,11 +65,16 @@ def promoted(lease: Reservation) -> None:
     )
 
 
-def extension_asked(lease: Reservation, *, until: datetime, limit_hours: int | None) -> None:
+def extension_asked(
+    lease: Reservation, *, until: datetime, limit_hours: int | None, why: str = ""
+) -> None:
+    """``why``: the rule that needs the approval, when it is not the auto-approve hours."""
     notify(
         managers_of(lease.project_id),
         subject=_("Extension asked: %(lease)s") % {"lease": lease},
-        body=_("Until %(end)s UTC, beyond the project's auto-approve limit of %(h)s h.")
+        body=_("Until %(end)s UTC. %(why)s") % {"end": until.strftime("%Y-%m-%d %H:%M"), "why": why}
+        if why
+        else _("Until %(end)s UTC, beyond the project's auto-approve limit of %(h)s h.")
         % {"end": until.strftime("%Y-%m-%d %H:%M"), "h": limit_hours},
         link=lease.get_absolute_url(),
     )

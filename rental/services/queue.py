@@ -102,6 +102,9 @@ def admit_in_pool(pool: Pool, *, now: datetime) -> list[Reservation]:
             except QuotaExceeded:
                 passed.add(lease.pk)
                 continue  # its project's standing changed; it waits
+            if beyond_ceiling(pool, lease, decision, standing, now=now):
+                passed.add(lease.pk)
+                continue  # it would take its project over L at a booking's start; it waits
             if held_by_check(lease, decision, now=now):
                 passed.add(lease.pk)
                 continue  # a check refuses it for now; it keeps its place
@@ -142,6 +145,38 @@ def admit_in_pool(pool: Pool, *, now: datetime) -> list[Reservation]:
 
     tell_watchers(pool, now=now)
     return admitted
+
+
+def beyond_ceiling(
+    pool: Pool, lease: Reservation, decision: Decision, standing: Standing, *, now: datetime
+) -> bool:
+    """Whether starting ``lease`` now would take its project over L when one of its
+    bookings starts (``reservations.keep_ceiling``); if so it keeps its place, saying why.
+    A lease a manager approved is beyond L by decision."""
+    if lease.approved_at is not None or decision.status not in (Status.PROVISIONING, Status.QUEUED):
+        return False
+    end = now + (lease.end - lease.start)
+    kept = reservations.keep_ceiling(
+        pool,
+        decision,
+        project_id=lease.project_id,
+        ceiling=standing.ceiling,
+        gpus=lease.gpu_count,
+        market=lease.market,
+        start=now,
+        end=end,
+        booked=reservations.booked_between(lease.project_id, pool.gpu_model_id, now, end),
+    )
+    if kept.status != Status.PENDING_APPROVAL:
+        return False
+    if (lease.status_code, lease.status_message) != (CEILING_BOOKED, kept.message):
+        lease.status_code, lease.status_message = CEILING_BOOKED, kept.message[:300]
+        lease.save(update_fields=["status_code", "status_message", "updated_at"])
+    return True
+
+
+# A queued lease that would take its project over L beside its bookings.
+CEILING_BOOKED = "ceiling_booked"
 
 
 def held_by_check(lease: Reservation, decision: Decision, *, now: datetime) -> bool:

@@ -1,7 +1,10 @@
 """The request form books ahead, the pool page shows a pool at a glance and its week,
 and bad input on these pages is a field error, never a 500."""
 
+from datetime import timedelta
+
 from django.urls import reverse
+from django.utils import timezone
 
 from rental import services
 from rental.models import Pool, Reservation
@@ -114,3 +117,27 @@ def test_outsiders_do_not_see_pools(f0, client):
     client.force_login(f0.outsider)
     assert client.get(reverse("rental:pool", kwargs={"pk": f0.pool.pk})).status_code == 404
     assert client.get(reverse("rental:pools")).status_code == 404
+
+
+def test_the_estimate_says_a_booking_over_the_ceiling_goes_to_the_manager(f0, client):
+    """L over time: alpha (L 6) runs 4 GPUs for a long lease; booking 4 more during it
+    waits for a manager, and the estimate says so before the engineer sends it."""
+    client.force_login(f0.alice)
+    client.post(reverse("rental:lease_new"), form(f0, duration_hours="48"))
+    assert Reservation.objects.get().status == Status.PROVISIONING
+    later = form(f0, start_mode="later", start_at="2099-04-06T09:00")
+    preview = client.post(
+        reverse("rental:lease_estimate"), later, HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert 'data-outcome="scheduled"' in preview  # the long lease is over by 2099
+    soon = (timezone.now() + timedelta(days=1)).strftime("%Y-%m-%dT%H:00")
+    preview = client.post(
+        reverse("rental:lease_estimate"),
+        form(f0, start_mode="later", start_at=soon),
+        HTTP_HX_REQUEST="true",
+    ).content.decode()
+    assert 'data-outcome="approval"' in preview
+    assert "it would run 8 GPUs, its ceiling is 6" in preview
+    client.post(reverse("rental:lease_new"), form(f0, start_mode="later", start_at=soon))
+    booked = Reservation.objects.get(is_reservation=True)
+    assert (booked.status, booked.status_code) == (Status.PENDING_APPROVAL, "over_ceiling")

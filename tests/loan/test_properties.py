@@ -5,8 +5,9 @@ each checked from the rows by its own counting, never through the code under tes
 
 - capacity: running GPUs (noticed ones included) ≤ C, and so is what runs once every
   notice is over (Q4, Q8);
-- no project above its ceiling L (its started bookings aside: R1 admitted each within L)
-  or its guarantee G, now or after the notices (Q2);
+- no project above its ceiling L or its guarantee G, now or after the notices (Q2), and
+  no project above L at any future instant, its running leases counted to their end and
+  its bookings over their windows (L over time);
 - every victim is one its claimer may take (Q6, Q7, R4: never another project's
   guaranteed or reserved lease, burst takes only spot, spot takes nothing);
 - every set of victims is minimal: none could have been spared (Q6's second pass), by the
@@ -122,6 +123,27 @@ class Pool_:
         running = r.status in (Status.PROVISIONING, Status.ACTIVE) and not self.noticed(r)
         return r.tier in (Tier.GUARANTEED, Tier.RESERVED) and (running or self.claiming(r))
 
+    def in_ceiling(self, r) -> bool:
+        """Counts against its project's L over time: non-spot and holding GPUs (once the
+        notices are over) or claiming them, or a booking not started yet."""
+        return r.tier != Tier.SPOT and (
+            (self.holding(r) and not self.noticed(r))
+            or self.claiming(r)
+            or r.status == Status.SCHEDULED
+        )
+
+    def ceiling_peaks(self, project_id: int, since: datetime, extra=()) -> list[tuple]:
+        """The project's GPUs counted against L at every boundary from ``since`` on,
+        point by point."""
+        counted = [
+            (r.gpu_count, r.start, r.end)
+            for r in self.rows
+            if r.project_id == project_id and self.in_ceiling(r)
+        ]
+        counted += list(extra)
+        times = {since} | {t for _n, s, e in counted for t in (s, e) if t > since}
+        return [(t, sum(n for n, s, e in counted if max(s, since) <= t < e)) for t in sorted(times)]
+
     def entitled(self, since: datetime, extra=()) -> list[tuple[datetime, int]]:
         """Σ E(t) at every boundary from ``since`` on, evaluated point by point."""
         counted = [(r.project_id, r.gpu_count, r.start, r.end) for r in self.rows if self.kept(r)]
@@ -187,7 +209,7 @@ def check_victims(state: Pool_) -> None:
             assert not spared, (claimer_id, victim.pk, figures)
 
 
-def fits_now(state: Pool_, lease) -> bool:
+def fits_now(state: Pool_, lease, now: datetime) -> bool:
     """Whether a waiting lease could start now (Q2, Q4), by counting."""
     free = state.capacity - state.held
     if lease.gpu_count > free:
@@ -206,6 +228,13 @@ def fits_now(state: Pool_, lease) -> bool:
         for r in state.rows
     )
     guaranteed = used_g + lease.gpu_count <= quota.guaranteed and not has_bookings
+    window = (lease.gpu_count, now, now + (lease.end - lease.start))
+    if any(
+        total > quota.ceiling
+        for _t, total in state.ceiling_peaks(lease.project_id, now, extra=[window])
+        if _t < window[2]
+    ):
+        return False  # it would take its project over L at a booking's start
     if lease.priority == "production":
         return guaranteed
     return guaranteed or used + lease.gpu_count <= quota.ceiling
@@ -226,14 +255,12 @@ def check_invariants(f0, now) -> None:
             def mine(r, where=where, project_id=project_id):
                 return r.project_id == project_id and where(r)
 
-            # A started booking was admitted by R1 (n ≤ L) and R2 on its own; the leases
-            # beside it stay within L (docs/rules.md, "Bookings beside guarantees").
-            used = state.total(
-                lambda r, mine=mine: mine(r) and r.tier != Tier.SPOT and not r.is_reservation
-            )
+            used = state.total(lambda r, mine=mine: mine(r) and r.tier != Tier.SPOT)
             assert used <= quota.ceiling, (project_id, used, quota.ceiling)
             guaranteed = state.total(lambda r, mine=mine: mine(r) and r.tier == Tier.GUARANTEED)
             assert guaranteed <= quota.guaranteed, (project_id, guaranteed, quota.guaranteed)
+        for at_, total in state.ceiling_peaks(project_id, now):
+            assert total <= quota.ceiling, ("L over time", project_id, at_, total)
     check_victims(state)
     for at_, total in state.entitled(now):
         assert total <= state.capacity, (at_, total, state.capacity)
@@ -242,7 +269,7 @@ def check_invariants(f0, now) -> None:
             continue
         assert not lease.is_reservation, ("a booking waits after its start", lease.pk)
         if lease.reclaim_due_at is None:
-            assert not fits_now(state, lease), ("fits but waits", lease.pk)
+            assert not fits_now(state, lease, now), ("fits but waits", lease.pk)
 
 
 def check_refused_booking(f0, now, project, gpus, start, end) -> None:
