@@ -23,9 +23,10 @@ from rental.forms import DecisionForm, LeaseRequestForm, RescheduleForm
 from rental.models import DataVolume, Offering, QuotaRequest, Reservation, Tier
 from rental.selectors import QuotaStatus
 from rental.services import extension, lease_request, quota_requests, volumes
-from rental.services.admission import parse_hours, preview_admission, validate_request
+from rental.services.admission import preview_admission
 from rental.services.images import check_image_fits
 from rental.services.reservations import preview_booking
+from rental.services.validation import parse_hours, validate_request
 from rental.waiting import lease_wait
 
 Status = Reservation.Status

@@ -14,17 +14,11 @@ from portal.errors import InvalidInput, InvalidTransition, NotPermitted
 from rental import selectors
 from rental.models import Market, Pool, Reservation, Tier
 from rental.services import notices
-from rental.services.admission import lease_seconds, parse_hours
+from rental.services.ceiling import ceiling_conflict, over_ceiling_figures, over_ceiling_message
 from rental.services.extension_rules import judge_extension
 from rental.services.pool import lock_pool
-from rental.services.reservations import (
-    booked_between,
-    ceiling_conflict,
-    check_beside_bookings,
-    check_window,
-    over_ceiling_figures,
-    over_ceiling_message,
-)
+from rental.services.reservations import booked_between, check_beside_bookings, check_window
+from rental.services.validation import lease_seconds, parse_hours
 
 Status = Reservation.Status
 EXTENDABLE = (Status.SCHEDULED, Status.PROVISIONING, Status.ACTIVE)

@@ -11,9 +11,10 @@ from portal import audit
 from portal.errors import InvalidInput
 from rental.models import DataVolume, Offering, Reservation, SshKey
 from rental.services import volumes
-from rental.services.admission import submit_reservation, validate_request
+from rental.services.admission import submit_reservation
 from rental.services.images import check_image_fits
 from rental.services.keys import check_lease_keys
+from rental.services.validation import validate_request
 
 
 def offering_with_volume(volume: DataVolume, **request) -> Offering:

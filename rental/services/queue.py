@@ -10,8 +10,8 @@ from django.utils.translation import gettext as _
 from portal import audit
 from portal.errors import QuotaExceeded
 from rental.models import GpuModel, Market, Pool, Quota, Reservation, Tier, UsageRecord
+from rental.services import ceiling, notices, reclaim, reservations
 from rental.services import instances as instance_services
-from rental.services import notices, reclaim, reservations
 from rental.services.admission_checks import hold
 from rental.services.admission_rules import Decision, Standing, decide
 from rental.services.placement import apply_decision
@@ -156,7 +156,7 @@ def beyond_ceiling(
     if lease.approved_at is not None or decision.status not in (Status.PROVISIONING, Status.QUEUED):
         return False
     end = now + (lease.end - lease.start)
-    kept = reservations.keep_ceiling(
+    kept = ceiling.keep_ceiling(
         pool,
         decision,
         project_id=lease.project_id,

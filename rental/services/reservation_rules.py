@@ -138,3 +138,11 @@ def first_conflict(
     if conflict_start is None or conflict_end is None:
         return None
     return Conflict(start=conflict_start, end=conflict_end, needed=needed, capacity=capacity)
+
+
+def span_text(conflict: Conflict) -> str:
+    """An interval as a person reads it: one day's hours, or two dates."""
+    start, end = conflict.start, conflict.end
+    if start.date() == end.date():
+        return f"{start:%Y-%m-%d} [{start:%H:%M}, {end:%H:%M})"
+    return f"[{start:%Y-%m-%d %H:%M}, {end:%Y-%m-%d %H:%M})"

@@ -23,23 +23,23 @@ from rental import jobs, selectors
 from rental.models import GpuModel, Market, Pool, Priority, Quota, Reservation, Tier
 from rental.services import notices
 from rental.services.admission_rules import Decision, Standing, decide
+from rental.services.ceiling import ceiling_conflict, over_ceiling_figures, over_ceiling_message
 from rental.services.placement import apply_decision
 from rental.services.pool import (
     BOOKED,
     CLAIMING,
-    HOLDING_GPUS,
-    NOTICED,
     lock_pool,
     read_standing,
 )
 from rental.services.reclaim_rules import RESERVED, choose_victims
 from rental.services.reservation_rules import (
     Booking,
-    Conflict,
     added_conflict,
     first_conflict,
     segments,
+    span_text,
 )
+from rental.services.validation import choose_offering
 
 Status = Reservation.Status
 
@@ -106,13 +106,6 @@ def guarantees(pool: Pool | int) -> dict[int, int]:
     )
 
 
-def _span(conflict: Conflict) -> str:
-    start, end = conflict.start, conflict.end
-    if start.date() == end.date():
-        return f"{start:%Y-%m-%d} [{start:%H:%M}, {end:%H:%M})"
-    return f"[{start:%Y-%m-%d %H:%M}, {end:%Y-%m-%d %H:%M})"
-
-
 def check_window(
     pool: Pool,
     *,
@@ -133,7 +126,11 @@ def check_window(
                 "No room for this booking: %(span)s would need %(needed)s of %(capacity)s GPUs "
                 "(each project counts the larger of its guarantee and its bookings, R2)."
             )
-            % {"span": _span(conflict), "needed": conflict.needed, "capacity": conflict.capacity},
+            % {
+                "span": span_text(conflict),
+                "needed": conflict.needed,
+                "capacity": conflict.capacity,
+            },
             code="reservation_conflict",
             field="start",
             figures={
@@ -171,7 +168,11 @@ def check_beside_bookings(
                 "The project's bookings hold its guarantee then: %(span)s would need "
                 "%(needed)s of %(capacity)s GPUs (R2)."
             )
-            % {"span": _span(conflict), "needed": conflict.needed, "capacity": conflict.capacity},
+            % {
+                "span": span_text(conflict),
+                "needed": conflict.needed,
+                "capacity": conflict.capacity,
+            },
             code="guarantee_booked",
             field=field,
             figures={"needed": conflict.needed, "capacity": conflict.capacity},
@@ -230,114 +231,6 @@ def keep_bookings(
             burst, message=burst.message or _("Runs as burst. %(why)s") % {"why": refused.message}
         )
     return decision
-
-
-# What counts against a project's ceiling L over time: its non-spot leases holding or
-# claiming GPUs, to their end (as U counts them, Q2, but once the notices are over: a
-# victim's GPUs go to the lease that claims them), and its bookings over their windows.
-IN_CEILING = ~Q(tier=Tier.SPOT) & (
-    (HOLDING_GPUS & ~NOTICED) | CLAIMING | Q(status=Status.SCHEDULED)
-)
-
-
-def ceiling_conflict(
-    pool: Pool | int,
-    *,
-    project_id: int,
-    ceiling: int,
-    gpus: int,
-    start: datetime,
-    end: datetime,
-    exclude: int | None = None,
-) -> Conflict | None:
-    """L over time: the first interval of [start, end) where the project would run more
-    than ``ceiling`` GPUs with ``gpus`` more, its running leases counted to their end and
-    its bookings over their windows; None when it stays within L throughout. Without
-    bookings that is Q2's U + n ≤ L; with them, a lease admitted now must leave a booking
-    its place under L, and a booking the leases that will still run at its start."""
-    gpu_model_id = pool if isinstance(pool, int) else pool.gpu_model_id
-    rows = Reservation.objects.filter(
-        IN_CEILING, project_id=project_id, gpu_model_id=gpu_model_id, start__lt=end, end__gt=start
-    )
-    if exclude is not None:
-        rows = rows.exclude(pk=exclude)
-    use = [Booking(project_id, *row) for row in rows.values_list("gpu_count", "start", "end")]
-    return first_conflict(
-        [*use, Booking(project_id, gpus, start, end)],
-        {},
-        capacity=ceiling,
-        window_start=start,
-        window_end=end,
-    )
-
-
-def over_ceiling_message(conflict: Conflict) -> str:
-    return _(
-        "Over the project's ceiling then: %(span)s it would run %(needed)s GPUs, its "
-        "ceiling is %(ceiling)s (its bookings count over their windows)."
-    ) % {"span": _span(conflict), "needed": conflict.needed, "ceiling": conflict.capacity}
-
-
-def over_ceiling_figures(conflict: Conflict) -> dict:
-    return {
-        "needed": conflict.needed,
-        "ceiling": conflict.capacity,
-        "from": conflict.start.isoformat(),
-        "until": conflict.end.isoformat(),
-    }
-
-
-def keep_ceiling(
-    pool: Pool,
-    decision: Decision,
-    *,
-    project_id: int,
-    ceiling: int,
-    gpus: int,
-    market: str,
-    start: datetime,
-    end: datetime,
-    booked: bool,
-) -> Decision:
-    """A lease admitted now, beside its project's bookings (``booked``: some overlap its
-    window), goes to the manager where it would take the project over L when a booking
-    starts (``ceiling_conflict``). Without bookings Q2 has decided already."""
-    if (
-        not booked
-        or market == Market.SPOT
-        or decision.status not in (Status.PROVISIONING, Status.QUEUED)
-    ):
-        return decision
-    conflict = ceiling_conflict(
-        pool, project_id=project_id, ceiling=ceiling, gpus=gpus, start=start, end=end
-    )
-    if conflict is None:
-        return decision
-    return Decision(
-        status=Status.PENDING_APPROVAL,
-        tier=Tier.BURST,
-        code="over_ceiling",
-        message=over_ceiling_message(conflict) + " " + _("A manager must approve."),
-    )
-
-
-def booking_decision(
-    pool: Pool, *, project_id: int, ceiling: int, gpus: int, start: datetime, end: datetime
-) -> Decision:
-    """A booking within the auto-approve limits: ``scheduled`` (R2 is checked when it is
-    written), or to the manager where the project would run more than L during its window
-    (``ceiling_conflict``). Today's standing does not matter: the booking runs later."""
-    conflict = ceiling_conflict(
-        pool, project_id=project_id, ceiling=ceiling, gpus=gpus, start=start, end=end
-    )
-    if conflict is None:
-        return Decision(status=Status.SCHEDULED, tier=Tier.RESERVED)
-    return Decision(
-        status=Status.PENDING_APPROVAL,
-        tier=Tier.BURST,
-        code="over_ceiling",
-        message=over_ceiling_message(conflict) + " " + _("A manager must approve."),
-    )
 
 
 def booked_between(project_id: int, gpu_model_id: int, start: datetime, end: datetime) -> bool:
@@ -438,8 +331,6 @@ def reschedule_reservation(
             figures=over_ceiling_figures(over),
         )
     if gpus != lease.gpu_count:
-        from rental.services.admission import choose_offering
-
         lease.offering = choose_offering(
             gpu_model=lease.gpu_model, gpu_count=gpus, market=lease.market, offering=None
         )
