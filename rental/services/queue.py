@@ -77,8 +77,11 @@ def admit_in_pool(pool: Pool, *, now: datetime) -> list[Reservation]:
         if not queued:
             break
         ordered, standings = waiting_in_order(pool, queued)
+        bookings = reservations.booked_windows(pool.gpu_model_id)  # once a pass, not a lease
         for lease in ordered:
             standing = standings[lease.project_id]
+            end = now + (lease.end - lease.start)
+            booked = reservations.overlaps(bookings.get(lease.project_id, []), now, end)
             try:
                 decision = decide(
                     standing,
@@ -96,13 +99,14 @@ def admit_in_pool(pool: Pool, *, now: datetime) -> list[Reservation]:
                     priority=lease.priority,
                     market=lease.market,
                     start=now,
-                    end=now + (lease.end - lease.start),
+                    end=end,
                     approved=lease.approved_at is not None,
+                    booked=booked,
                 )
             except QuotaExceeded:
                 passed.add(lease.pk)
                 continue  # its project's standing changed; it waits
-            if beyond_ceiling(pool, lease, decision, standing, now=now):
+            if beyond_ceiling(pool, lease, decision, standing, now=now, booked=booked):
                 passed.add(lease.pk)
                 continue  # it would take its project over L at a booking's start; it waits
             if held_by_check(lease, decision, now=now):
@@ -148,11 +152,18 @@ def admit_in_pool(pool: Pool, *, now: datetime) -> list[Reservation]:
 
 
 def beyond_ceiling(
-    pool: Pool, lease: Reservation, decision: Decision, standing: Standing, *, now: datetime
+    pool: Pool,
+    lease: Reservation,
+    decision: Decision,
+    standing: Standing,
+    *,
+    now: datetime,
+    booked: bool,
 ) -> bool:
     """Whether starting ``lease`` now would take its project over L when one of its
-    bookings starts (``reservations.keep_ceiling``); if so it keeps its place, saying why.
-    A lease a manager approved is beyond L by decision."""
+    bookings starts (``ceiling.keep_ceiling``; ``booked``: whether some overlap its
+    window); if so it keeps its place, saying why. A lease a manager approved is beyond
+    L by decision."""
     if lease.approved_at is not None or decision.status not in (Status.PROVISIONING, Status.QUEUED):
         return False
     end = now + (lease.end - lease.start)
@@ -165,7 +176,7 @@ def beyond_ceiling(
         market=lease.market,
         start=now,
         end=end,
-        booked=reservations.booked_between(lease.project_id, pool.gpu_model_id, now, end),
+        booked=booked,
     )
     if kept.status != Status.PENDING_APPROVAL:
         return False
