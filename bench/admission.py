@@ -106,7 +106,7 @@ def worker(index: int, each: int) -> None:
             seen["under_lock"] = 1
         return execute(sql, params, many, context)
 
-    from rental.services import admission
+    from rental.loans import admission
 
     lock_and_read = admission.lock_and_read
 

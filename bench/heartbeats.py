@@ -43,8 +43,8 @@ def make_instances(count: int) -> list[str]:
 
     from django.utils import timezone
 
+    from rental.agent.heartbeat import agent_token, token_hash
     from rental.models import Instance, Reservation
-    from rental.services.agent import agent_token, token_hash
     from tests import factories
 
     f0 = factories.fixture_f0()
@@ -230,8 +230,8 @@ def month(args: argparse.Namespace) -> None:
     from django.conf import settings
     from django.db import connection
 
+    from rental.agent import samples
     from rental.models import Instance, UtilizationRollup, UtilizationSample
-    from rental.services import samples
 
     UtilizationSample.objects.all().delete()
     ids = list(Instance.objects.values_list("pk", flat=True)[: args.month_instances])

@@ -181,7 +181,7 @@ def tick(counter: DescribeCounter) -> dict:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from rental.services import sync_instances
+    from rental.fleet.sync import sync_instances
 
     gc.collect()
     counter.take()
@@ -204,8 +204,8 @@ def tick(counter: DescribeCounter) -> dict:
 
 
 def endpoint_seconds(f0) -> float:
+    from rental.fleet.instances import installation_tags, provider_for
     from rental.models import Instance
-    from rental.services.instances import installation_tags, provider_for
 
     provider = provider_for(Instance(account=f0.account))
     began = time.perf_counter()

@@ -137,8 +137,8 @@ def _fire(
 def _stop_burst(budget: Budget, *, now: datetime) -> None:
     """BU3 with policy ``stop_burst``: the project's running burst and spot leases end
     (as if its manager ended them: the project's own policy, so the B1 minimum holds)."""
+    from rental.loans.ending import end_reservation
     from rental.models import Reservation, TerminationReason, Tier
-    from rental.services import end_reservation
 
     for lease in Reservation.objects.filter(
         project=budget.project,

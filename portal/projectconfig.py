@@ -242,8 +242,8 @@ def apply(plan: Plan, *, actor) -> Project:
 def _apply_caps(actor, project: Project, gpu_model, want: dict[str, Any]) -> None:
     """The admin's caps, when the document names them and they change (admins only:
     the service refuses anyone else)."""
+    from rental.loans import quota_requests
     from rental.models import Quota
-    from rental.services import quota_requests
 
     if not any(key in want for key in CAP_KEYS):
         return
@@ -262,7 +262,7 @@ def _apply_caps(actor, project: Project, gpu_model, want: dict[str, Any]) -> Non
 
 def _apply(plan: Plan, *, actor) -> Project:
     from billing import budgets
-    from rental.services import quota_requests, quotas
+    from rental.loans import quota_requests, quotas
 
     config = plan.config
     project = Project.objects.select_for_update().filter(slug=plan.slug).first()

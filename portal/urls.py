@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from portal import token_views, views
-from rental import heartbeat
+from rental.api import heartbeat
 
 admin.site.login = views.throttled_admin_login(admin.site.login)
 

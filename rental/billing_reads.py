@@ -183,7 +183,7 @@ def idle_hours(*, start: datetime, end: datetime, project_ids: Iterable[int]) ->
     the hourly rollups (kept ``PORTAL_ROLLUP_RETENTION_DAYS``); the recent hours the beat
     has not rolled up yet from the raw samples, so the last minutes count too. Two queries,
     whatever the window."""
-    from rental.services.samples import ROLL_BACK_HOURS, hour_of, rollup
+    from rental.agent.samples import ROLL_BACK_HOURS, hour_of, rollup
 
     projects = list(project_ids)
     priced = (

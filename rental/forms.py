@@ -12,8 +12,8 @@ from portal import access
 from portal.models import Project
 from portal.templatetags.portal_tags import rate
 from rental import selectors
+from rental.catalog.volumes import offerings_near
 from rental.models import DataVolume, GpuModel, Image, Market, Offering, Priority, SshKey
-from rental.services.volumes import offerings_near
 
 # The most GPUs one request may name (far above any pool; a larger number is a field error).
 MAX_GPUS = 1024

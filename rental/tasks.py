@@ -4,9 +4,9 @@ from datetime import timedelta
 
 from celery import shared_task
 
-from rental import services
-from rental.services import lease_end
-from rental.services.retry import RETRY_COUNTDOWNS
+from rental.fleet import cloud, instances, termination
+from rental.fleet.retry import RETRY_COUNTDOWNS
+from rental.loans import ending, expiry, queue, reclaim
 
 
 # The launch's own attempt rows decide when to give up (PORTAL_LAUNCH_MAX_ATTEMPTS and
@@ -14,10 +14,10 @@ from rental.services.retry import RETRY_COUNTDOWNS
 @shared_task(bind=True, acks_late=True, max_retries=100)
 def provision_instance_task(self, instance_id: int) -> None:
     try:
-        services.provision_instance(instance_id=instance_id)
-    except services.LaunchRetry as exc:
+        instances.provision_instance(instance_id=instance_id)
+    except cloud.LaunchRetry as exc:
         if self.request.retries >= self.max_retries:
-            services.fail_instance(instance_id=instance_id, message=str(exc))
+            instances.fail_instance(instance_id=instance_id, message=str(exc))
             return
         countdown = exc.countdown or RETRY_COUNTDOWNS[self.request.retries]
         raise self.retry(exc=exc, countdown=countdown) from exc
@@ -26,8 +26,8 @@ def provision_instance_task(self, instance_id: int) -> None:
 @shared_task(bind=True, acks_late=True, max_retries=len(RETRY_COUNTDOWNS))
 def terminate_instance_task(self, instance_id: int) -> None:
     try:
-        services.terminate_instance(instance_id=instance_id)
-    except services.LaunchRetry as exc:
+        termination.terminate_instance(instance_id=instance_id)
+    except cloud.LaunchRetry as exc:
         # The next sync re-sends terminations still pending after the last retry.
         raise self.retry(exc=exc, countdown=RETRY_COUNTDOWNS[min(self.request.retries, 4)]) from exc
 
@@ -35,7 +35,7 @@ def terminate_instance_task(self, instance_id: int) -> None:
 @shared_task(acks_late=True, ignore_result=True)
 def sync_instances_task() -> None:
     """The periodic sync: fans out one sync_region_task per account and region."""
-    from rental.services import sync
+    from rental.fleet import sync
 
     sync.start_sync()
 
@@ -43,7 +43,7 @@ def sync_instances_task() -> None:
 @shared_task(acks_late=True, ignore_result=True)
 def sync_region_task(account_id: int, region: str) -> None:
     """One account in one region; a duplicate delivery finds the region claimed."""
-    from rental.services import sync
+    from rental.fleet import sync
 
     sync.sync_account_region(account_id=account_id, region=region)
 
@@ -51,7 +51,7 @@ def sync_region_task(account_id: int, region: str) -> None:
 @shared_task(acks_late=True, ignore_result=True)
 def sweep_launches_task() -> None:
     """Launches whose worker died, or whose message was lost, sent again (L1)."""
-    from rental.services import recovery
+    from rental.fleet import recovery
 
     recovery.sweep_launches()
 
@@ -64,55 +64,55 @@ def end_expired_leases_task() -> None:
     from django.utils import timezone
 
     now = timezone.now()
-    lease_end.warn_ending_leases(now=now)
-    services.end_expired_leases(now=now)
+    expiry.warn_ending_leases(now=now)
+    ending.end_expired_leases(now=now)
     interval = settings.CELERY_BEAT_SCHEDULE["end-expired-leases"]["schedule"]
     until = now + timedelta(seconds=float(interval))
-    for pk, end in lease_end.leases_ending_before(until=until, now=now):
+    for pk, end in expiry.leases_ending_before(until=until, now=now):
         end_lease_task.apply_async(args=[pk], eta=end)
 
 
 @shared_task(acks_late=True, ignore_result=True)
 def end_lease_task(reservation_id: int) -> None:
-    lease_end.end_lease_at_its_end(reservation_id=reservation_id)
+    expiry.end_lease_at_its_end(reservation_id=reservation_id)
 
 
 @shared_task(acks_late=True, ignore_result=True)
 def admit_queued_task(gpu_model_id: int) -> None:
-    services.admit_queued(gpu_model=gpu_model_id)
+    queue.admit_queued(gpu_model=gpu_model_id)
 
 
 @shared_task(acks_late=True, ignore_result=True)
 def process_due_task() -> None:
     """Notices that ran out and leases waiting for reclaimed GPUs (Q8). Also on the beat."""
-    services.process_due()
+    reclaim.process_due()
 
 
 @shared_task(acks_late=True)
 def roll_up_utilization_task() -> None:
-    from rental.services import samples
+    from rental.agent import samples
 
     samples.roll_up_hours()
     samples.purge_samples()
 
 
-@shared_task(acks_late=True, autoretry_for=(services.LaunchRetry,), max_retries=5)
+@shared_task(acks_late=True, autoretry_for=(cloud.LaunchRetry,), max_retries=5)
 def stop_instances_task(instance_ids: list[int]) -> None:
-    from rental.services import stop
+    from rental.fleet import stop
 
     stop.cloud_stop(instance_ids)
 
 
-@shared_task(acks_late=True, autoretry_for=(services.LaunchRetry,), max_retries=5)
+@shared_task(acks_late=True, autoretry_for=(cloud.LaunchRetry,), max_retries=5)
 def start_instances_task(instance_ids: list[int]) -> None:
-    from rental.services import stop
+    from rental.fleet import stop
 
     stop.cloud_start(instance_ids)
 
 
 @shared_task(acks_late=True)
 def expire_stopped_leases_task() -> None:
-    from rental.services import stop
+    from rental.fleet import stop
 
     stop.expire_stopped_leases()
 
@@ -120,7 +120,7 @@ def expire_stopped_leases_task() -> None:
 @shared_task(bind=True, acks_late=True, max_retries=None)
 def save_image_task(self, image_id: int) -> None:
     """CreateImage once (the driver's idempotency key), then poll until it settles."""
-    from rental.services import images
+    from rental.catalog import images
 
     try:
         settled = images.advance_image(image_id=image_id)
@@ -137,26 +137,22 @@ def save_image_task(self, image_id: int) -> None:
     raise self.retry(countdown=images.POLL_SECONDS)
 
 
-@shared_task(
-    acks_late=True, autoretry_for=(services.LaunchRetry,), max_retries=5, retry_backoff=True
-)
+@shared_task(acks_late=True, autoretry_for=(cloud.LaunchRetry,), max_retries=5, retry_backoff=True)
 def create_volume_task(volume_id: int) -> None:
-    from rental.services import volume_cloud
+    from rental.fleet import volume_cloud
 
     volume_cloud.create_in_cloud(volume_id)
 
 
-@shared_task(
-    acks_late=True, autoretry_for=(services.LaunchRetry,), max_retries=8, retry_backoff=True
-)
+@shared_task(acks_late=True, autoretry_for=(cloud.LaunchRetry,), max_retries=8, retry_backoff=True)
 def attach_volume_task(volume_id: int) -> None:
-    from rental.services import volume_cloud
+    from rental.fleet import volume_cloud
 
     volume_cloud.attach_in_cloud(volume_id)
 
 
-@shared_task(acks_late=True, autoretry_for=(services.LaunchRetry,), max_retries=5)
+@shared_task(acks_late=True, autoretry_for=(cloud.LaunchRetry,), max_retries=5)
 def delete_volume_task(volume_id: int) -> None:
-    from rental.services import volume_cloud
+    from rental.fleet import volume_cloud
 
     volume_cloud.delete_in_cloud(volume_id)

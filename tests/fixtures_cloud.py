@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from rental import localcloud
-from rental.localcloud import LocalCloud
+from devcloud import server as localcloud
+from devcloud.server import LocalCloud
 
 
 @pytest.fixture(scope="session")

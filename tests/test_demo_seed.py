@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from billing.models import Budget
 from portal.models import FINANCE_GROUP, AuditEvent, Membership, Project
-from rental import services
+from rental.loans.quotas import check_quota
 from rental.management.commands.seed_demo import DEMO_ACCOUNT
 from rental.models import (
     Image,
@@ -113,7 +113,7 @@ def test_it_keeps_every_quota_within_q1(demo_account):
         assert sum(quota.guaranteed for quota in quotas) <= pool.guarantee_bound
         for quota in quotas:
             assert quota.guaranteed <= quota.ceiling
-            services.check_quota(
+            check_quota(
                 pool=pool,
                 project=quota.project_id,
                 guaranteed=quota.guaranteed,

@@ -1,6 +1,6 @@
 """Admin for capacity: pools, quotas, quota requests and availability watches.
 
-Quotas are saved through ``services.set_quota`` so rule Q1 holds.
+Quotas are saved through ``quotas.set_quota`` so rule Q1 holds.
 """
 
 from typing import Any
@@ -16,9 +16,9 @@ from django.utils.translation import gettext_lazy as _
 
 from portal.errors import InvalidInput
 from portal.models import AuditEvent
-from rental import services
+from rental.loans import quotas
+from rental.loans.pools import refresh_state
 from rental.models import AvailabilityWatch, Pool, Quota, QuotaRequest
-from rental.services.pools import refresh_state
 
 
 @admin.register(Pool)
@@ -83,7 +83,7 @@ def _guaranteed_total(pool: Pool) -> int:
 
 
 class QuotaAdminForm(forms.ModelForm):
-    """Checks rule Q1 as field errors before ``services.set_quota`` saves."""
+    """Checks rule Q1 as field errors before ``quotas.set_quota`` saves."""
 
     class Meta:
         model = Quota
@@ -115,7 +115,7 @@ class QuotaAdminForm(forms.ModelForm):
             return cleaned
         guaranteed, ceiling, weight = numbers
         try:
-            services.check_quota(
+            quotas.check_quota(
                 pool=pool, project=project, guaranteed=guaranteed, ceiling=ceiling, weight=weight
             )
         except InvalidInput as exc:
@@ -147,7 +147,7 @@ class QuotaAdmin(admin.ModelAdmin):
     def save_model(
         self, request: HttpRequest, obj: Quota, form: forms.ModelForm, change: bool
     ) -> None:
-        quota = services.set_quota(
+        quota = quotas.set_quota(
             actor=request.user,
             project=obj.project,
             gpu_model=obj.gpu_model,

@@ -2,7 +2,7 @@
 
 Provider credentials are write-only here: the form takes new values through password
 inputs that never render a value, the page shows only whether credentials are set, and
-new values go through ``services.set_credentials`` (encrypted, audited). Validation calls
+new values go through ``accounts.set_credentials`` (encrypted, audited). Validation calls
 the provider outside any database transaction.
 """
 
@@ -27,7 +27,7 @@ from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
 from portal.models import AuditEvent
-from rental import services
+from rental.catalog import accounts
 from rental.models import GpuModel, Image, Offering, ProviderAccount
 
 CREDENTIAL_FIELDS = ("access_key_id", "secret_access_key", "session_token")
@@ -232,7 +232,7 @@ class ProviderAccountAdmin(admin.ModelAdmin):
             obj.status, obj.status_message = ProviderAccount.Status.UNVERIFIED, ""
         super().save_model(request, obj, form, change)
         if credentials is not None:
-            services.set_credentials(
+            accounts.set_credentials(
                 actor=request.user, account=obj, source=AuditEvent.Source.ADMIN, **credentials
             )
         if (credentials is not None or connection_changed) and obj.has_credentials:
@@ -277,7 +277,7 @@ class ProviderAccountAdmin(admin.ModelAdmin):
             )
             return
         try:
-            checked = services.validate_account(
+            checked = accounts.validate_account(
                 actor=request.user, account=account, source=AuditEvent.Source.ADMIN
             )
         except ImproperlyConfigured as exc:

@@ -9,8 +9,8 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 
 from portal.errors import DomainError
+from rental.catalog import exchange
 from rental.models import ExchangeRate
-from rental.services import exchange
 
 
 @admin.register(ExchangeRate)

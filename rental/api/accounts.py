@@ -24,9 +24,9 @@ from rest_framework.routers import BaseRouter
 
 from portal import access
 from portal.api.views import PortalViewSet
+from rental.catalog import accounts
 from rental.models import ProviderAccount
 from rental.providers.registry import DRIVER_CHOICES
-from rental.services import accounts
 
 CREDENTIAL_FIELDS = ("access_key_id", "secret_access_key", "session_token")
 REGION_NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")

@@ -16,8 +16,8 @@ from rest_framework.routers import BaseRouter
 from portal import access
 from portal.api.views import PortalViewSet
 from rental import selectors
+from rental.catalog import images
 from rental.models import Image, Reservation
-from rental.services import images
 
 MAX_ID = 2**31 - 1
 

@@ -14,9 +14,10 @@ from rest_framework.response import Response
 from portal import access
 from portal.api.filters import IntegerFilter
 from portal.api.views import PortalViewSet
+from rental.agent import idle
 from rental.api.serializers_leases import InstanceSerializer
+from rental.fleet import replace
 from rental.models import Instance
-from rental.services import idle, replace
 
 TAGS = ["instances"]
 

@@ -14,8 +14,8 @@ from rest_framework.routers import BaseRouter
 
 from portal.api.views import PortalViewSet
 from portal.errors import DomainError
+from rental.catalog import keys
 from rental.models import SshKey
-from rental.services import keys
 
 
 class SshKeySerializer(serializers.ModelSerializer):

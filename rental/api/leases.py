@@ -23,7 +23,7 @@ from rest_framework.response import Response
 from portal import access
 from portal.api.filters import DateTimeFromToRangeFilter, FlagFilter, IntegerFilter
 from portal.api.views import PortalViewSet
-from rental import selectors, services
+from rental import selectors
 from rental.api.serializers_leases import (
     CommentSerializer,
     ExtendSerializer,
@@ -35,8 +35,9 @@ from rental.api.serializers_leases import (
     RescheduleSerializer,
 )
 from rental.api.watches import WatchSerializer
+from rental.fleet import stop
+from rental.loans import admission, ending, extension, lease_request, pools, reservations
 from rental.models import GpuModel, Market, Priority, Reservation, Tier
-from rental.services import ending, extension, lease_request, pools, reservations, stop
 
 TAGS = ["leases"]
 
@@ -150,7 +151,7 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewS
     def approve(self, request: Request, pk: str | None = None) -> Response:
         lease = self._lease_for_manager()
         data = self.validated(CommentSerializer, request)
-        lease = services.approve_reservation(
+        lease = admission.approve_reservation(
             actor=request.user, reservation=lease, comment=data["comment"], source="api"
         )
         return self._fresh(lease)
@@ -165,7 +166,7 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewS
     def reject(self, request: Request, pk: str | None = None) -> Response:
         lease = self._lease_for_manager()
         data = self.validated(RejectSerializer, request)
-        lease = services.reject_reservation(
+        lease = admission.reject_reservation(
             actor=request.user, reservation=lease, comment=data["comment"], source="api"
         )
         return self._fresh(lease)
@@ -193,7 +194,7 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewS
     )
     @action(detail=True, methods=["post"])
     def end(self, request: Request, pk: str | None = None) -> Response:
-        lease = services.end_reservation(
+        lease = ending.end_reservation(
             actor=request.user, reservation=self._lease_for_member(), source="api"
         )
         return self._fresh(lease)

@@ -24,9 +24,9 @@ from portal.api.views import PortalViewSet
 from portal.errors import NotPermitted
 from rental import selectors
 from rental.api.catalog import require_catalog_reader
+from rental.loans import pools, reservations
 from rental.models import Pool
 from rental.selectors import PoolOverview
-from rental.services import pools, reservations
 
 MAX_GPUS = 1_000_000
 EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)  # bounds keep the week's hours computable

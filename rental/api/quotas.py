@@ -24,8 +24,8 @@ from rest_framework.routers import BaseRouter
 from portal import access
 from portal.api.views import PortalViewSet
 from portal.errors import InvalidInput, NotPermitted
+from rental.loans import quota_requests, quotas
 from rental.models import GpuModel, Quota, QuotaRequest
-from rental.services import quota_requests, quotas
 
 MAX_GPUS = 100_000  # what the quota-request service accepts
 MAX_HOURS = 100_000

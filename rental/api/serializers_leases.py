@@ -10,7 +10,8 @@ from rest_framework import serializers
 
 from portal import access
 from portal.models import Project
-from rental import agent_views, selectors
+from rental import selectors
+from rental.loans.waiting import lease_wait
 from rental.models import (
     DataVolume,
     GpuModel,
@@ -24,7 +25,7 @@ from rental.models import (
     TerminationReason,
     Tier,
 )
-from rental.waiting import lease_wait
+from rental.views import agent as agent_views
 
 # The request form's bounds (rental/forms.py): the services check the rest.
 MAX_GPUS = 1024

@@ -19,8 +19,8 @@ from rest_framework.routers import BaseRouter
 from portal import access
 from portal.api.views import PortalViewSet
 from rental import selectors
+from rental.catalog import volumes
 from rental.models import DataVolume
-from rental.services import volumes
 
 MAX_SIZE_GB = 10**9  # the service refuses above PORTAL_VOLUME_MAX_GB, naming the bound
 

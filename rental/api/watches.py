@@ -9,8 +9,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal.api.views import PortalViewSet
+from rental.loans import pools
 from rental.models import AvailabilityWatch, GpuModel
-from rental.services import pools
 
 TAGS = ["availability-watches"]
 MAX_WATCH_GPUS = 100_000  # the service's bound

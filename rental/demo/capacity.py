@@ -11,9 +11,9 @@ from django.core.management.base import OutputWrapper
 from portal import audit
 from portal.errors import InvalidInput
 from portal.models import Project
-from rental import services
+from rental.catalog.image_rules import parse_frameworks
+from rental.loans import quotas
 from rental.models import GpuModel, Image, Pool, ProviderAccount, Quota
-from rental.services.image_rules import parse_frameworks
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ def seed_pools_and_quotas(admin: Any, projects: dict[str, Project], stderr: Outp
             if Quota.objects.filter(project=projects[slug], gpu_model=model).exists():
                 continue
             try:
-                services.set_quota(
+                quotas.set_quota(
                     actor=admin,
                     project=projects[slug],
                     gpu_model=model,

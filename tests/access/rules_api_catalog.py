@@ -2,8 +2,9 @@
 offerings, pools, quotas and quota requests, images, SSH keys, data volumes and provider
 accounts."""
 
+from rental.catalog import keys, volumes
+from rental.loans import quota_requests
 from rental.models import DataVolume, Image, QuotaRequest, SshKey
-from rental.services import keys, quota_requests, volumes
 from tests.access.spec import Expect
 
 # ROLES order: engineer, other_engineer, manager, admin, finance, anonymous.

@@ -16,7 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 from billing.models import LineDispute, Statement, StatementLine
-from rental import services
+from rental.loans import admission
 from rental.models import DataVolume, Instance, Quota, QuotaRequest, Reservation, SshKey
 from tests import factories
 
@@ -52,7 +52,7 @@ class World:
 
 def _pending(actor, project, purpose: str) -> Reservation:
     Quota.objects.filter(project=project).update(max_hours_per_lease=8)
-    lease = services.submit_reservation(
+    lease = admission.submit_reservation(
         actor=actor,
         project=project,
         gpu_model=Quota.objects.get(project=project).gpu_model,

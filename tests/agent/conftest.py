@@ -7,8 +7,8 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
+from rental.agent import heartbeat as agent_services
 from rental.models import Instance, Reservation, UsageRecord
-from rental.services import agent as agent_services
 from tests import factories
 
 

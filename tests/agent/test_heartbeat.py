@@ -9,8 +9,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from portal.models import Notification
+from rental.fleet import instances as instance_services
 from rental.models import Instance, UtilizationSample
-from rental.services import instances as instance_services
 from tests.agent.conftest import running_lease
 
 URL = "/api/v1/agent/heartbeat"

@@ -10,8 +10,8 @@ import jsonschema
 import pytest
 from rest_framework.test import APIClient
 
-from rental.heartbeat import MAX_GPUS
-from rental.heartbeat_schema import EXAMPLE, PATH
+from rental.api.heartbeat import MAX_GPUS
+from rental.api.heartbeat_schema import EXAMPLE, PATH
 from tests.agent.conftest import running_lease
 from tests.agent.test_heartbeat import iso, now, sample, send
 

@@ -11,9 +11,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from rental.agent.heartbeat import agent_token, lease_token, token_hash
+from rental.fleet import instances as instance_services
 from rental.models import Instance, SshKey, UtilizationSample
-from rental.services import instances as instance_services
-from rental.services.agent import agent_token, lease_token, token_hash
 from tests import factories
 from tests.agent.conftest import running_lease
 

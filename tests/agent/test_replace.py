@@ -7,9 +7,11 @@ import pytest
 from django.urls import reverse
 
 from portal.errors import InvalidTransition
-from rental import services
+from rental.fleet import instances, sync, termination
+from rental.fleet.cloud import LaunchRetry
+from rental.fleet.replace import replace_instance
+from rental.loans import admission
 from rental.models import Instance, Reservation, UsageRecord
-from rental.services.replace import replace_instance
 from tests import factories
 
 
@@ -19,7 +21,7 @@ def f0c(db, cloud):
 
 
 def active_lease(f0c, t0):
-    lease = services.submit_reservation(
+    lease = admission.submit_reservation(
         actor=f0c.alice,
         project=f0c.alpha,
         gpu_model=f0c.model,
@@ -30,8 +32,8 @@ def active_lease(f0c, t0):
         now=t0,
     )
     instance = lease.instances.get()
-    services.provision_instance(instance_id=instance.pk, now=t0)
-    services.sync_instances(now=t0 + timedelta(seconds=30))
+    instances.provision_instance(instance_id=instance.pk, now=t0)
+    sync.sync_instances(now=t0 + timedelta(seconds=30))
     lease.refresh_from_db()
     assert lease.status == Reservation.Status.ACTIVE
     return lease, Instance.objects.get(pk=instance.pk)
@@ -51,9 +53,9 @@ def test_it_replaces_an_unhealthy_instance_and_keeps_the_lease(f0c, t0):
     closed = UsageRecord.objects.get(instance=old)
     assert (closed.end, closed.end_reason) == (at, "failed")
     assert closed.platform_ended  # no 60-second minimum for the engineer (B1)
-    services.terminate_instance(instance_id=old.pk, now=at + timedelta(seconds=5))
-    services.provision_instance(instance_id=new.pk, now=at)
-    services.sync_instances(now=at + timedelta(seconds=40))
+    termination.terminate_instance(instance_id=old.pk, now=at + timedelta(seconds=5))
+    instances.provision_instance(instance_id=new.pk, now=at)
+    sync.sync_instances(now=at + timedelta(seconds=40))
 
     lease.refresh_from_db()
     new.refresh_from_db()
@@ -100,11 +102,11 @@ def test_it_times_the_replacement_from_the_replacement_not_the_lease(f0c, t0, cl
     new = replace_instance(actor=f0c.alice, instance=old, now=at)
     cloud.inject("RunInstances", "InsufficientInstanceCapacity", times=100)
 
-    with pytest.raises(services.LaunchRetry):
-        services.provision_instance(instance_id=new.pk, now=at + timedelta(seconds=30))
+    with pytest.raises(LaunchRetry):
+        instances.provision_instance(instance_id=new.pk, now=at + timedelta(seconds=30))
     new.refresh_from_db()
     assert new.state == Instance.State.REQUESTED  # tried again later, not given up
 
-    services.provision_instance(instance_id=new.pk, now=at + timeout + timedelta(seconds=1))
+    instances.provision_instance(instance_id=new.pk, now=at + timeout + timedelta(seconds=1))
     new.refresh_from_db()
     assert new.state == Instance.State.FAILED

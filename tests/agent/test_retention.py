@@ -2,8 +2,8 @@
 
 from datetime import UTC, datetime, timedelta
 
+from rental.agent import samples
 from rental.models import UtilizationRollup, UtilizationSample
-from rental.services import samples
 from tests.agent.conftest import running_lease
 
 NOW = datetime(2026, 4, 20, 12, 5, tzinfo=UTC)

@@ -8,9 +8,9 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from rental.agent.idle import IDLE, IdlePolicy, IdleSample, classify
 from rental.models import UtilizationRollup, UtilizationSample
 from rental.models.packed import PackedReadingsField
-from rental.services.idle import IDLE, IdlePolicy, IdleSample, classify
 from tests.agent.conftest import running_lease
 
 NOW = datetime(2026, 4, 20, 12, 5, tzinfo=UTC)

@@ -11,8 +11,8 @@ import pytest
 from django.utils import timezone
 
 from portal.models import AuditEvent, Notification
+from rental.agent import idle
 from rental.models import Instance, Reservation, UsageRecord, UtilizationSample
-from rental.services import idle
 from tests import factories
 from tests.agent.conftest import running_lease
 

@@ -6,9 +6,9 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from rental.fleet.sync import SyncRow, apply_sync
 from rental.models import Instance, Reservation, UsageRecord
 from rental.providers.base import CloudInstance, CloudState
-from rental.services.sync import SyncRow, apply_sync
 from tests.agent.conftest import running_lease
 
 

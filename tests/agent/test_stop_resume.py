@@ -6,11 +6,12 @@ from datetime import timedelta
 import pytest
 
 from portal.errors import InvalidTransition, NotPermitted, QuotaExceeded
-from rental import selectors, services
+from rental import selectors
+from rental.fleet import instances, stop, sync, termination
+from rental.fleet.instances import provider_for
+from rental.loans import admission
 from rental.models import Instance, Reservation, UsageRecord
 from rental.providers.base import CloudState
-from rental.services import stop
-from rental.services.instances import provider_for
 from tests import factories
 
 
@@ -20,7 +21,7 @@ def f0c(db, cloud):
 
 
 def active(f0c, t0, *, gpus=2, market="on_demand", who=None, project=None):
-    lease = services.submit_reservation(
+    lease = admission.submit_reservation(
         actor=who or f0c.alice,
         project=project or f0c.alpha,
         gpu_model=f0c.model,
@@ -31,8 +32,8 @@ def active(f0c, t0, *, gpus=2, market="on_demand", who=None, project=None):
         now=t0,
     )
     for instance in lease.instances.all():
-        services.provision_instance(instance_id=instance.pk, now=t0)
-    services.sync_instances(now=t0 + timedelta(seconds=30))
+        instances.provision_instance(instance_id=instance.pk, now=t0)
+    sync.sync_instances(now=t0 + timedelta(seconds=30))
     lease.refresh_from_db()
     assert lease.status == Reservation.Status.ACTIVE
     return lease
@@ -62,13 +63,13 @@ def test_it_stops_and_resumes_the_same_instance(f0c, t0):
     assert UsageRecord.objects.get(instance=instance).end == stopped_at  # GPU billing stops
     assert selectors.pool_running_gpus(f0c.model) == 0  # its GPUs leave the pool
     assert cloud_state(instance) in (CloudState.STOPPING, CloudState.STOPPED)
-    services.sync_instances(now=stopped_at + timedelta(seconds=30))
+    sync.sync_instances(now=stopped_at + timedelta(seconds=30))
     assert Instance.objects.get(pk=instance.pk).state == Instance.State.STOPPED
 
     resumed_at = stopped_at + timedelta(hours=1)
     stop.resume_lease(actor=f0c.alice, reservation=lease, now=resumed_at)
     stop.cloud_start([instance.pk])
-    services.sync_instances(now=resumed_at + timedelta(seconds=30))
+    sync.sync_instances(now=resumed_at + timedelta(seconds=30))
 
     lease.refresh_from_db()
     instance.refresh_from_db()
@@ -124,7 +125,7 @@ def test_it_warns_three_days_before_and_ends_a_lease_stopped_for_fifteen(f0c, t0
 
     lease.refresh_from_db()
     assert (lease.status, lease.end_reason) == (Reservation.Status.ENDING, "lease_end")
-    services.terminate_instance(instance_id=instance.pk, now=stopped + timedelta(days=15))
+    termination.terminate_instance(instance_id=instance.pk, now=stopped + timedelta(days=15))
     lease.refresh_from_db()
     assert lease.status == Reservation.Status.ENDED
     # The GPU usage closed at the stop; nothing more was billed.

@@ -4,8 +4,8 @@ and nothing written when refused."""
 
 import pytest
 
+from rental.loans import quota_requests
 from rental.models import Quota
-from rental.services import quota_requests
 from tests.api.catalog_support import client_for, counts
 
 pytestmark = pytest.mark.django_db

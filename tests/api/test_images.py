@@ -6,7 +6,8 @@ from datetime import timedelta
 import pytest
 
 from portal.models import AuditEvent
-from rental import services
+from rental.fleet import instances, sync
+from rental.loans import admission
 from rental.models import Image, Reservation
 from tests import factories
 from tests.api.catalog_support import HUGE, NOT_JSON, client_for, counts, finance, post_raw
@@ -90,7 +91,7 @@ def f0c(db, cloud):
 
 @pytest.fixture
 def running(f0c, t0) -> Reservation:
-    lease = services.submit_reservation(
+    lease = admission.submit_reservation(
         actor=f0c.alice,
         project=f0c.alpha,
         gpu_model=f0c.model,
@@ -101,8 +102,8 @@ def running(f0c, t0) -> Reservation:
         now=t0,
     )
     for instance in lease.instances.all():
-        services.provision_instance(instance_id=instance.pk, now=t0)
-    services.sync_instances(now=t0 + timedelta(seconds=30))
+        instances.provision_instance(instance_id=instance.pk, now=t0)
+    sync.sync_instances(now=t0 + timedelta(seconds=30))
     lease.refresh_from_db()
     assert lease.status == Reservation.Status.ACTIVE
     return lease
@@ -144,7 +145,7 @@ def test_it_refuses_a_duplicate_name_and_a_lease_that_is_not_running(f0c, runnin
     assert client.post(LIST, {"lease": running.pk, "name": "env"}).status_code == 201
     twice = client.post(LIST, {"lease": running.pk, "name": "env"}, format="json")
     assert twice.status_code == 400 and twice.json()["field"] == "name"
-    waiting = services.submit_reservation(
+    waiting = admission.submit_reservation(
         actor=f0c.alice,
         project=f0c.alpha,
         gpu_model=f0c.model,

@@ -8,7 +8,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from portal.models import AuditEvent, Membership
-from rental import services
+from rental.loans import admission
 from rental.models import AvailabilityWatch, Instance, Quota, Reservation, SshKey
 from tests import factories
 from tests.api.leases_world import client_for, row_counts, running_lease
@@ -39,7 +39,7 @@ def ask(f0, **changes) -> dict:
 
 
 def submit(f0, project, gpus, *, priority="experiment", hours=4, **kwargs):
-    return services.submit_reservation(
+    return admission.submit_reservation(
         actor=kwargs.pop("actor", None) or f0.engineer_of(project),
         project=project,
         gpu_model=f0.model,

@@ -8,7 +8,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from portal.models import AuditEvent
-from rental import services
+from rental.loans import admission
 from rental.models import Pool
 from tests import factories
 from tests.api.catalog_support import NOT_JSON, client_for, counts, finance, post_raw
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 
 def submit(f0, project, gpus, now, **options):
-    return services.submit_reservation(
+    return admission.submit_reservation(
         actor=f0.engineer_of(project),
         project=project,
         gpu_model=f0.model,

@@ -6,8 +6,8 @@ import pytest
 from django.urls import reverse
 
 from portal.models import AuditEvent, Notification
+from rental.loans import quota_requests
 from rental.models import Quota, QuotaRequest
-from rental.services import quota_requests
 from tests import factories
 from tests.api.catalog_support import HUGE, NOT_JSON, client_for, counts, finance, post_raw
 

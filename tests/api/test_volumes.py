@@ -4,8 +4,8 @@ by members through ``rental.services.volumes``."""
 import pytest
 
 from portal.models import AuditEvent
+from rental.catalog import volumes
 from rental.models import DataVolume
-from rental.services import volumes
 from tests.api.catalog_support import HUGE, NOT_JSON, client_for, counts, finance, post_raw
 
 pytestmark = pytest.mark.django_db

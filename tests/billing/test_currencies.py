@@ -14,11 +14,12 @@ from billing.selectors import draft_statement, lease_cost
 from billing.statements import compute_period
 from portal.errors import InvalidInput, NotPermitted
 from portal.models import AuditEvent
+from rental.catalog import exchange
+from rental.fleet import launching
+from rental.fleet.failover import Place
+from rental.fleet.instances import mark_running
 from rental.models import ExchangeRate, Instance, Offering, UsageRecord
 from rental.providers.base import CloudInstance, CloudState
-from rental.services import exchange, launching
-from rental.services.failover import Place
-from rental.services.instances import mark_running
 from tests import factories
 from tests.billing.helpers import at, lease
 from tests.e2e.conftest import ARTIFACTS

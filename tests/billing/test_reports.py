@@ -9,8 +9,8 @@ from django.utils import timezone
 
 from billing import reports, services
 from billing.periods import period_start
+from rental.agent import samples
 from rental.models import UtilizationSample
-from rental.services import samples
 from tests.billing.helpers import at, lease, run
 
 HOUR = 3600

@@ -10,8 +10,8 @@ from django.utils import timezone
 from billing.models import Budget
 from billing.periods import period_start
 from portal.models import Membership
+from rental.catalog import exchange
 from rental.models import Instance, Offering, UsageRecord
-from rental.services import exchange
 from tests import factories
 from tests.billing.helpers import lease, run
 from tests.e2e.conftest import ARTIFACTS

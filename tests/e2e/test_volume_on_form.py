@@ -8,8 +8,9 @@ import time
 
 import pytest
 
+from rental.catalog import volumes
+from rental.fleet import volume_cloud
 from rental.models import Reservation
-from rental.services import volume_cloud, volumes
 from tests import factories
 from tests.e2e.conftest import screenshot
 from tests.e2e.test_agent_pages import log_in

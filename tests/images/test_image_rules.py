@@ -2,7 +2,7 @@
 
 import pytest
 
-from rental.services.image_rules import (
+from rental.catalog.image_rules import (
     DriverConflict,
     driver_conflict,
     parse_frameworks,

@@ -8,10 +8,12 @@ import pytest
 from django.urls import reverse
 
 from portal.models import AuditEvent, Notification
-from rental import services, tasks
+from rental import tasks
+from rental.catalog import images
+from rental.fleet import instances, sync
+from rental.loans import admission
 from rental.models import Image, Reservation
 from rental.providers.base import CloudImage, ImageState
-from rental.services import images
 from tests import factories
 
 
@@ -152,7 +154,7 @@ def f0c(db, cloud):
 
 
 def running_lease(f0c, t0, who=None):
-    lease = services.submit_reservation(
+    lease = admission.submit_reservation(
         actor=who or f0c.alice,
         project=f0c.alpha,
         gpu_model=f0c.model,
@@ -163,8 +165,8 @@ def running_lease(f0c, t0, who=None):
         now=t0,
     )
     for instance in lease.instances.all():
-        services.provision_instance(instance_id=instance.pk, now=t0)
-    services.sync_instances(now=t0 + timedelta(seconds=30))
+        instances.provision_instance(instance_id=instance.pk, now=t0)
+    sync.sync_instances(now=t0 + timedelta(seconds=30))
     lease.refresh_from_db()
     assert lease.status == Reservation.Status.ACTIVE
     return lease
@@ -268,7 +270,7 @@ class ScriptedProvider:
 def pending_image(f0, monkeypatch):
     from rental.models import Instance
 
-    lease = services.submit_reservation(
+    lease = admission.submit_reservation(
         actor=f0.alice,
         project=f0.alpha,
         gpu_model=f0.model,

@@ -7,8 +7,8 @@ import struct
 import pytest
 from django.urls import reverse
 
+from rental.fleet.instances import launch_spec
 from rental.models import Reservation, SshKey
-from rental.services.instances import launch_spec
 
 
 def _string(value: bytes) -> bytes:
@@ -95,7 +95,7 @@ def test_it_asks_for_at_least_one_key(f0, keys, client):
 
 def test_it_refuses_a_foreign_key_in_the_service_too(f0, keys):
     from portal.errors import InvalidInput
-    from rental.services.lease_request import submit_lease
+    from rental.loans.lease_request import submit_lease
 
     with pytest.raises(InvalidInput) as error:
         submit_lease(

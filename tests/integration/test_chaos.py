@@ -24,10 +24,10 @@ import redis
 from django.conf import settings
 from django.db import connection
 
-from rental import services
+from rental.fleet.instances import provider_for
+from rental.loans import admission, ending
 from rental.models import Instance, Orphan, Reservation, UsageRecord
 from rental.providers.base import TAG_INSTALLATION, CloudState
-from rental.services.instances import provider_for
 from tests import factories
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -180,7 +180,7 @@ def test_it_keeps_the_invariants_whatever_moment_the_worker_dies(cloud, tmp_path
                 operation, action, when = "terminate", "TerminateInstances", when
             cloud.delay(action, 3, when=when)
             if operation == "launch":
-                services.submit_reservation(
+                admission.submit_reservation(
                     actor=f0.alice,
                     project=f0.alpha,
                     gpu_model=f0.model,
@@ -190,7 +190,7 @@ def test_it_keeps_the_invariants_whatever_moment_the_worker_dies(cloud, tmp_path
                     market="on_demand",
                 )
             elif operation == "terminate":
-                services.end_reservation(actor=f0.alice, reservation=chooser.choice(active))
+                ending.end_reservation(actor=f0.alice, reservation=chooser.choice(active))
             assert cloud.wait_until_held(action, timeout=30), f"point {point}: {action}"
             worker.kill()
             killed.append(f"{operation}:{action}:{when}")

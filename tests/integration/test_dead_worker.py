@@ -12,7 +12,7 @@ import pytest
 import redis
 from django.conf import settings
 
-from rental import services
+from rental.loans import admission
 from rental.models import Instance, Reservation
 from rental.providers.base import CloudState
 from tests import factories
@@ -41,7 +41,7 @@ def scaled_worker(tmp_path) -> Worker:
 
 
 def submit(f0):
-    return services.submit_reservation(
+    return admission.submit_reservation(
         actor=f0.alice,
         project=f0.alpha,
         gpu_model=f0.model,

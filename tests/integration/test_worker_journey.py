@@ -10,10 +10,11 @@ from decimal import Decimal
 import pytest
 
 from billing.selectors import draft_statement
-from rental import services, tasks
+from rental import tasks
+from rental.fleet.instances import provider_for
+from rental.loans import admission, ending
 from rental.models import Instance, Reservation, TerminationReason, UsageRecord
 from rental.providers.base import TAG_INSTALLATION, TAG_PROJECT, CloudState
-from rental.services.instances import provider_for
 from tests import factories
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -35,7 +36,7 @@ def status_of(lease: Reservation) -> str:
 
 def test_it_runs_the_whole_journey_on_a_real_worker(cloud, worker):
     f0 = factories.fixture_f0(endpoint_url=cloud.url)
-    lease = services.submit_reservation(
+    lease = admission.submit_reservation(
         actor=f0.alice,
         project=f0.alpha,
         gpu_model=f0.model,
@@ -64,7 +65,7 @@ def test_it_runs_the_whole_journey_on_a_real_worker(cloud, worker):
     time.sleep(2)
     assert cloud.count("RunInstances") == 2
 
-    services.end_reservation(actor=f0.alice, reservation=lease)
+    ending.end_reservation(actor=f0.alice, reservation=lease)
     wait_for(lambda: status_of(lease) == Status.ENDED, what="the lease to end")
 
     ids = {i.external_id for i in instances}
@@ -88,7 +89,7 @@ def test_it_runs_the_whole_journey_on_a_real_worker(cloud, worker):
 
 def test_it_terminates_a_lease_at_its_end_through_beat(cloud, worker):
     f0 = factories.fixture_f0(endpoint_url=cloud.url)
-    lease = services.submit_reservation(
+    lease = admission.submit_reservation(
         actor=f0.bob,
         project=f0.beta,
         gpu_model=f0.model,

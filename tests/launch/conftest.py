@@ -8,9 +8,9 @@ from contextlib import contextmanager
 import pytest
 from django.db import connection
 
+from rental.fleet.instances import provider_for
 from rental.models import Instance
 from rental.providers.base import TAG_INSTALLATION, CloudState
-from rental.services.instances import provider_for
 from tests import factories
 
 

@@ -3,8 +3,8 @@ priced in a currency with no rate in force does not launch, and the lease says w
 
 from decimal import Decimal
 
+from rental.catalog import exchange
 from rental.models import Offering
-from rental.services import exchange
 from tests.launch.test_failover import T0, Status, drive, submit
 
 

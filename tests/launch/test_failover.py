@@ -10,10 +10,9 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
-from rental import services
-from rental.models import Image, Instance, LaunchAttempt, Offering, Pool, Reservation
-from rental.providers.base import ProviderErrorKind as Kind
-from rental.services.failover import (
+from rental.fleet import instances
+from rental.fleet.cloud import LaunchRetry
+from rental.fleet.failover import (
     Attempt,
     GiveUp,
     OfferingView,
@@ -22,6 +21,9 @@ from rental.services.failover import (
     next_try,
     places_in_order,
 )
+from rental.loans import admission
+from rental.models import Image, Instance, LaunchAttempt, Offering, Pool, Reservation
+from rental.providers.base import ProviderErrorKind as Kind
 from tests import factories
 
 State = Instance.State
@@ -139,7 +141,7 @@ def fleet(db, f0c):
 
 
 def submit(f0c, *, allow_other_types=True, market="on_demand"):
-    return services.submit_reservation(
+    return admission.submit_reservation(
         actor=f0c.alice,
         project=f0c.alpha,
         gpu_model=f0c.model,
@@ -157,8 +159,8 @@ def drive(instance, *, every=timedelta(seconds=90), start=T0):
     now = start
     for _ in range(20):
         try:
-            services.provision_instance(instance_id=instance.pk, now=now)
-        except services.LaunchRetry:
+            instances.provision_instance(instance_id=instance.pk, now=now)
+        except LaunchRetry:
             now += every
             continue
         return now
@@ -282,9 +284,9 @@ def test_it_stops_at_the_provisioning_timeout(fleet, cloud, settings):
 
 
 def test_it_reads_a_cloud_that_does_not_answer_in_time_as_transient(fleet, cloud):
+    from rental.fleet.instances import launch_spec, provider_for
     from rental.providers.aws import AwsProvider
     from rental.providers.base import ProviderError
-    from rental.services.instances import launch_spec, provider_for
 
     instance = submit(fleet).instances.get()
     impatient = AwsProvider(fleet.account.config(), read_timeout=1)

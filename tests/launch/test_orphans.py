@@ -9,7 +9,10 @@ import pytest
 from django.urls import reverse
 
 from portal.models import Notification
-from rental import services
+from rental.fleet import instances, sync, termination
+from rental.fleet.cloud import LaunchRetry
+from rental.fleet.instances import provider_for
+from rental.loans import admission, ending
 from rental.models import Instance, Orphan, Reservation, UsageRecord
 from rental.providers.base import (
     TAG_INSTALLATION,
@@ -18,7 +21,6 @@ from rental.providers.base import (
     CloudState,
     LaunchSpec,
 )
-from rental.services.instances import provider_for
 from tests.launch.conftest import cloud_instances
 
 pytestmark = pytest.mark.django_db
@@ -48,7 +50,7 @@ def admin_notes(f0c):
 
 def test_it_records_an_unknown_instance_and_reports_it_on_the_next_sync(f0c, cloud, t0):
     orphan = stray(f0c)
-    services.sync_instances(now=t0)
+    sync.sync_instances(now=t0)
 
     [row] = Orphan.objects.all()
     assert (row.external_id, row.status) == (orphan.external_id, Orphan.Status.OPEN)
@@ -56,11 +58,11 @@ def test_it_records_an_unknown_instance_and_reports_it_on_the_next_sync(f0c, clo
     assert row.hourly_cost == Decimal("2.500000")
     assert row.reported_at is None and admin_notes(f0c) == []
 
-    services.sync_instances(now=t0 + timedelta(seconds=30))
+    sync.sync_instances(now=t0 + timedelta(seconds=30))
     [(subject, body)] = admin_notes(f0c)
     assert subject == "1 orphan instance(s) in Test cloud"
     assert orphan.external_id in body and "about 2.500000 an hour" in body
-    services.sync_instances(now=t0 + timedelta(seconds=60))
+    sync.sync_instances(now=t0 + timedelta(seconds=60))
     assert len(admin_notes(f0c)) == 1  # told once
     assert state_of(f0c, orphan.external_id) == CloudState.RUNNING  # report only
 
@@ -68,19 +70,19 @@ def test_it_records_an_unknown_instance_and_reports_it_on_the_next_sync(f0c, clo
 def test_it_terminates_orphans_when_the_policy_says_so(f0c, cloud, t0, settings):
     settings.PORTAL_ORPHAN_POLICY = "terminate"
     orphan = stray(f0c)
-    services.sync_instances(now=t0)
+    sync.sync_instances(now=t0)
     assert state_of(f0c, orphan.external_id) == CloudState.RUNNING  # seen once: recorded
-    services.sync_instances(now=t0 + timedelta(seconds=30))
+    sync.sync_instances(now=t0 + timedelta(seconds=30))
 
     assert state_of(f0c, orphan.external_id) != CloudState.RUNNING
     assert Orphan.objects.get().status == Orphan.Status.TERMINATING
-    services.sync_instances(now=t0 + timedelta(seconds=60))
+    sync.sync_instances(now=t0 + timedelta(seconds=60))
     assert Orphan.objects.get().status == Orphan.Status.TERMINATED
 
 
 def test_it_finds_a_running_instance_whose_row_says_terminated(f0c, cloud, t0, settings):
     settings.PORTAL_ORPHAN_POLICY = "terminate"
-    lease = services.submit_reservation(
+    lease = admission.submit_reservation(
         actor=f0c.alice,
         project=f0c.alpha,
         gpu_model=f0c.model,
@@ -91,13 +93,13 @@ def test_it_finds_a_running_instance_whose_row_says_terminated(f0c, cloud, t0, s
         now=t0,
     )
     instance = lease.instances.get()
-    services.provision_instance(instance_id=instance.pk, now=t0)
+    instances.provision_instance(instance_id=instance.pk, now=t0)
     # What the old race left behind: the row ended, the cloud instance still running.
     Instance.objects.filter(pk=instance.pk).update(state=State.TERMINATED)
     instance.refresh_from_db()
 
-    services.sync_instances(now=t0 + timedelta(seconds=30))
-    services.sync_instances(now=t0 + timedelta(seconds=60))
+    sync.sync_instances(now=t0 + timedelta(seconds=30))
+    sync.sync_instances(now=t0 + timedelta(seconds=60))
 
     row = Orphan.objects.get()
     assert row.known_instance_id == instance.pk
@@ -107,9 +109,9 @@ def test_it_finds_a_running_instance_whose_row_says_terminated(f0c, cloud, t0, s
 def test_it_adopts_an_orphan_into_a_lease_of_the_project_in_its_tags(f0c, cloud, t0, settings):
     settings.PORTAL_ORPHAN_POLICY = "adopt"
     orphan = stray(f0c)
-    services.sync_instances(now=t0)
+    sync.sync_instances(now=t0)
     adopted_at = t0 + timedelta(seconds=30)
-    services.sync_instances(now=adopted_at)
+    sync.sync_instances(now=adopted_at)
 
     row = Orphan.objects.get()
     assert row.status == Orphan.Status.ADOPTED
@@ -120,15 +122,15 @@ def test_it_adopts_an_orphan_into_a_lease_of_the_project_in_its_tags(f0c, cloud,
     usage = UsageRecord.objects.get()
     assert (usage.start, usage.end, usage.rate) == (adopted_at, None, Decimal("2.500000"))
     assert state_of(f0c, orphan.external_id) == CloudState.RUNNING
-    services.sync_instances(now=adopted_at + timedelta(seconds=30))
+    sync.sync_instances(now=adopted_at + timedelta(seconds=30))
     assert Orphan.objects.count() == 1  # a live row stands for it now
 
 
 def test_it_reports_an_orphan_it_cannot_adopt(f0c, cloud, t0, settings):
     settings.PORTAL_ORPHAN_POLICY = "adopt"
     stray(f0c, project="nobody")
-    services.sync_instances(now=t0)
-    services.sync_instances(now=t0 + timedelta(seconds=30))
+    sync.sync_instances(now=t0)
+    sync.sync_instances(now=t0 + timedelta(seconds=30))
     assert Orphan.objects.get().status == Orphan.Status.OPEN
     assert len(admin_notes(f0c)) == 1
     assert not Reservation.objects.exists()
@@ -136,7 +138,7 @@ def test_it_reports_an_orphan_it_cannot_adopt(f0c, cloud, t0, settings):
 
 def test_it_tells_admins_when_a_termination_keeps_failing(f0c, cloud, t0, settings):
     settings.PORTAL_TERMINATE_MAX_ATTEMPTS = 3
-    lease = services.submit_reservation(
+    lease = admission.submit_reservation(
         actor=f0c.alice,
         project=f0c.alpha,
         gpu_model=f0c.model,
@@ -147,13 +149,13 @@ def test_it_tells_admins_when_a_termination_keeps_failing(f0c, cloud, t0, settin
         now=t0,
     )
     instance = lease.instances.get()
-    services.provision_instance(instance_id=instance.pk, now=t0)
-    services.end_reservation(actor=f0c.alice, reservation=lease, now=t0 + timedelta(minutes=5))
+    instances.provision_instance(instance_id=instance.pk, now=t0)
+    ending.end_reservation(actor=f0c.alice, reservation=lease, now=t0 + timedelta(minutes=5))
     cloud.inject("TerminateInstances", "InternalError", times=99)
 
     for _ in range(4):
-        with pytest.raises(services.LaunchRetry):
-            services.terminate_instance(instance_id=instance.pk)
+        with pytest.raises(LaunchRetry):
+            termination.terminate_instance(instance_id=instance.pk)
 
     instance.refresh_from_db()
     assert (instance.state, instance.terminate_failures) == (State.STOPPING, 4)
@@ -161,7 +163,7 @@ def test_it_tells_admins_when_a_termination_keeps_failing(f0c, cloud, t0, settin
     assert subject == f"Could not terminate {instance.external_id}: it may still be billing"
     assert "in account Test cloud (us-east-1)" in body and "after 3 tries" in body
     cloud.clear_faults()
-    services.terminate_instance(instance_id=instance.pk)
+    termination.terminate_instance(instance_id=instance.pk)
     assert Instance.objects.get(pk=instance.pk).state == State.TERMINATED
 
 
@@ -171,7 +173,7 @@ def test_it_marks_an_orphan_stuck_when_its_termination_keeps_failing(f0c, cloud,
     orphan = stray(f0c)
     cloud.inject("TerminateInstances", "UnauthorizedOperation", times=99)
     for n in range(4):
-        services.sync_instances(now=t0 + timedelta(seconds=30 * n))
+        sync.sync_instances(now=t0 + timedelta(seconds=30 * n))
     row = Orphan.objects.get()
     assert (row.status, row.terminate_failures) == (Orphan.Status.STUCK, 3)
     subjects = [subject for subject, _ in admin_notes(f0c)]
@@ -180,7 +182,7 @@ def test_it_marks_an_orphan_stuck_when_its_termination_keeps_failing(f0c, cloud,
 
 def test_it_shows_orphans_to_admins_only(f0c, cloud, t0, client):
     stray(f0c)
-    services.sync_instances(now=t0)
+    sync.sync_instances(now=t0)
     url = reverse("admin:rental_orphan_changelist")
     client.force_login(f0c.alice)
     assert client.get(url).status_code == 302  # not staff: sent to the admin login

@@ -5,7 +5,9 @@ step runs (L1, L3; scenario 8)."""
 import pytest
 from django.utils import timezone
 
-from rental import services
+from rental.fleet import instances, termination
+from rental.fleet import sync as sync_services
+from rental.loans import admission, ending
 from rental.models import Instance, Reservation, TerminationReason, UsageRecord
 from tests.launch.conftest import cloud_instances, in_thread, leaked
 
@@ -15,7 +17,7 @@ Status = Reservation.Status
 
 
 def submit(f0c):
-    return services.submit_reservation(
+    return admission.submit_reservation(
         actor=f0c.alice,
         project=f0c.alpha,
         gpu_model=f0c.model,
@@ -32,10 +34,10 @@ def test_it_never_ends_a_row_whose_cloud_id_was_recorded_after_the_sync_read(f0c
     lease = submit(f0c)
     instance = lease.instances.get()
     cloud.delay("RunInstances", 2)  # the launch has claimed its row and waits for the cloud
-    with in_thread(lambda: services.provision_instance(instance_id=instance.pk)) as launch:
+    with in_thread(lambda: instances.provision_instance(instance_id=instance.pk)) as launch:
         assert cloud.wait_until_held("RunInstances")
         cloud.delay("DescribeInstances", 3, when="after")  # snapshot now, answer in 3 s
-        with in_thread(lambda: services.sync_instances()) as sync:
+        with in_thread(lambda: sync_services.sync_instances()) as sync:
             assert cloud.wait_until_held("DescribeInstances")
             assert cloud.count("RunInstances") == 0  # the snapshot predates the launch
     assert not launch and not sync
@@ -44,7 +46,7 @@ def test_it_never_ends_a_row_whose_cloud_id_was_recorded_after_the_sync_read(f0c
     assert instance.external_id
     assert instance.state == State.LAUNCHING  # not "ended by the provider"
     assert Reservation.objects.get(pk=lease.pk).status == Status.PROVISIONING
-    services.sync_instances()
+    sync_services.sync_instances()
     instance.refresh_from_db()
     assert instance.state == State.RUNNING
     assert leaked(f0c.account) == []
@@ -56,10 +58,10 @@ def test_it_terminates_a_launch_that_answers_after_its_lease_ended(f0c, cloud):
     lease = submit(f0c)
     instance = lease.instances.get()
     cloud.delay("RunInstances", 2)
-    with in_thread(lambda: services.provision_instance(instance_id=instance.pk)) as launch:
+    with in_thread(lambda: instances.provision_instance(instance_id=instance.pk)) as launch:
         assert cloud.wait_until_held("RunInstances")
-        services.end_reservation(actor=f0c.alice, reservation=lease)
-        services.terminate_instance(instance_id=instance.pk)  # the worker's terminate task
+        ending.end_reservation(actor=f0c.alice, reservation=lease)
+        termination.terminate_instance(instance_id=instance.pk)  # the worker's terminate task
         instance.refresh_from_db()
         assert instance.state == State.STOPPING  # the launch's answer may still come
     assert not launch
@@ -67,7 +69,7 @@ def test_it_terminates_a_launch_that_answers_after_its_lease_ended(f0c, cloud):
     instance.refresh_from_db()
     assert instance.external_id  # the late answer is on the row, not lost
     assert instance.state == State.STOPPING
-    services.terminate_instance(instance_id=instance.pk)  # the one record_launch enqueued
+    termination.terminate_instance(instance_id=instance.pk)  # the one record_launch enqueued
 
     instance.refresh_from_db()
     assert instance.state == State.TERMINATED
@@ -83,13 +85,13 @@ def test_it_ends_at_once_a_lease_whose_launch_the_cloud_refused(f0c, cloud):
     instance = lease.instances.get()
     cloud.delay("RunInstances", 2)
     cloud.inject("RunInstances", "InsufficientInstanceCapacity")
-    with in_thread(lambda: services.provision_instance(instance_id=instance.pk)) as launch:
+    with in_thread(lambda: instances.provision_instance(instance_id=instance.pk)) as launch:
         assert cloud.wait_until_held("RunInstances")
-        services.end_reservation(actor=f0c.alice, reservation=lease)
-        services.terminate_instance(instance_id=instance.pk)
+        ending.end_reservation(actor=f0c.alice, reservation=lease)
+        termination.terminate_instance(instance_id=instance.pk)
     assert [type(error).__name__ for error in launch] == ["LaunchRetry"]
 
-    services.terminate_instance(instance_id=instance.pk, now=timezone.now())
+    termination.terminate_instance(instance_id=instance.pk, now=timezone.now())
     instance.refresh_from_db()
     assert instance.state == State.TERMINATED
     assert Reservation.objects.get(pk=lease.pk).status == Status.ENDED

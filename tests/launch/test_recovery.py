@@ -6,11 +6,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from rental import jobs, services
+from rental import jobs
+from rental.fleet import instances, recovery, sync
+from rental.fleet.failover import Attempt, Place, attempt_number, client_token
+from rental.loans import admission
 from rental.models import Instance, ProviderAccount, RegionSync, Reservation
 from rental.providers.base import ProviderErrorKind as Kind
-from rental.services import recovery, sync
-from rental.services.failover import Attempt, Place, attempt_number, client_token
 from tests.launch.conftest import cloud_instances
 
 pytestmark = pytest.mark.django_db
@@ -53,7 +54,7 @@ def test_it_derives_a_distinct_token_per_number_the_same_on_every_worker():
 
 
 def submit(f0c, now=T0):
-    return services.submit_reservation(
+    return admission.submit_reservation(
         actor=f0c.alice,
         project=f0c.alpha,
         gpu_model=f0c.model,
@@ -70,8 +71,8 @@ def test_it_reuses_the_token_of_an_unanswered_call_so_the_cloud_creates_one(f0c,
     """RunInstances created the instance but the worker died before recording anything
     (or recorded only that no answer came), and describe does not list it yet: the next
     try finds it only through the same ClientToken."""
-    from rental.services import launching
-    from rental.services.instances import launch_spec, provider_for
+    from rental.fleet import launching
+    from rental.fleet.instances import launch_spec, provider_for
 
     cloud.hide_new_instances(120)
     instance = submit(f0c).instances.get()
@@ -84,7 +85,7 @@ def test_it_reuses_the_token_of_an_unanswered_call_so_the_cloud_creates_one(f0c,
         client_token=client_token(instance.idempotency_key, 0),
     )
 
-    services.provision_instance(instance_id=instance.pk, now=T0 + timedelta(seconds=10))
+    instances.provision_instance(instance_id=instance.pk, now=T0 + timedelta(seconds=10))
 
     cloud.clear_faults()
     created = [c.external_id for c in cloud_instances(f0c.account)]

@@ -8,9 +8,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from rental import services
+from rental.fleet import instances, sync, termination
+from rental.fleet.instances import provider_for
+from rental.loans import admission, ending
 from rental.models import Instance, ProviderAccount, Reservation, TerminationReason, UsageRecord
-from rental.services.instances import provider_for
 from tests import factories
 from tests.launch.conftest import leaked
 
@@ -20,7 +21,7 @@ Status = Reservation.Status
 
 
 def launch(f0c, now, *, gpus=1):
-    lease = services.submit_reservation(
+    lease = admission.submit_reservation(
         actor=f0c.alice,
         project=f0c.alpha,
         gpu_model=f0c.model,
@@ -31,7 +32,7 @@ def launch(f0c, now, *, gpus=1):
         now=now,
     )
     for instance in lease.instances.all():
-        services.provision_instance(instance_id=instance.pk, now=now)
+        instances.provision_instance(instance_id=instance.pk, now=now)
     return lease
 
 
@@ -48,19 +49,19 @@ def test_it_waits_out_the_grace_period_for_an_instance_describe_lists_late(
 
     for seconds in (10, 30):
         clock[0] = t0 + timedelta(seconds=seconds)
-        services.sync_instances(now=clock[0])
+        sync.sync_instances(now=clock[0])
         instance.refresh_from_db()
         assert instance.state == State.LAUNCHING
         assert instance.missing_since == t0 + timedelta(seconds=10)
 
     clock[0] = t0 + timedelta(seconds=45)
-    services.sync_instances(now=clock[0])
+    sync.sync_instances(now=clock[0])
     instance.refresh_from_db()
     assert (instance.state, instance.missing_since) == (State.RUNNING, None)
     usage = UsageRecord.objects.get()
     assert (usage.start, usage.end) == (t0 + timedelta(seconds=45), None)
 
-    services.end_reservation(
+    ending.end_reservation(
         actor=f0c.alice, reservation=lease, now=t0 + timedelta(seconds=45 + 3600)
     )
     assert UsageRecord.objects.get().end - usage.start == timedelta(hours=1)
@@ -69,18 +70,18 @@ def test_it_waits_out_the_grace_period_for_an_instance_describe_lists_late(
 def test_it_marks_gone_only_after_the_grace_and_a_describe_by_id(f0c, cloud, t0, settings):
     settings.PORTAL_SYNC_GRACE_SECONDS = 60
     lease = launch(f0c, t0)
-    services.sync_instances(now=t0 + timedelta(seconds=20))  # running from 10:00:20
+    sync.sync_instances(now=t0 + timedelta(seconds=20))  # running from 10:00:20
     instance = lease.instances.get()
     cloud.forget([instance.external_id])  # the cloud no longer lists it at all
 
     first_missed = t0 + timedelta(minutes=10)
-    services.sync_instances(now=first_missed)
-    services.sync_instances(now=first_missed + timedelta(seconds=59))
+    sync.sync_instances(now=first_missed)
+    sync.sync_instances(now=first_missed + timedelta(seconds=59))
     instance.refresh_from_db()
     assert instance.state == State.RUNNING
     cloud.clear_requests()
 
-    services.sync_instances(now=first_missed + timedelta(seconds=60))
+    sync.sync_instances(now=first_missed + timedelta(seconds=60))
     assert cloud.count("DescribeInstances") == 2  # the describe and one by id
     instance.refresh_from_db()
     assert instance.state == State.TERMINATED
@@ -93,12 +94,12 @@ def test_it_marks_gone_only_after_the_grace_and_a_describe_by_id(f0c, cloud, t0,
 def test_it_keeps_a_row_that_the_describe_by_id_still_finds(f0c, cloud, t0, settings):
     settings.PORTAL_SYNC_GRACE_SECONDS = 60
     lease = launch(f0c, t0)
-    services.sync_instances(now=t0 + timedelta(seconds=20))
+    sync.sync_instances(now=t0 + timedelta(seconds=20))
     instance = lease.instances.get()
     cloud.forget([instance.external_id], times=2)  # two describes miss it; then it is back
 
-    services.sync_instances(now=t0 + timedelta(minutes=1))
-    services.sync_instances(now=t0 + timedelta(minutes=3))  # overdue: asked by id
+    sync.sync_instances(now=t0 + timedelta(minutes=1))
+    sync.sync_instances(now=t0 + timedelta(minutes=3))  # overdue: asked by id
 
     instance.refresh_from_db()
     assert (instance.state, instance.missing_since) == (State.RUNNING, None)
@@ -108,13 +109,13 @@ def test_it_keeps_a_row_that_the_describe_by_id_still_finds(f0c, cloud, t0, sett
 
 def test_it_closes_usage_at_the_clouds_own_termination_time(f0c, cloud, t0):
     lease = launch(f0c, t0)
-    services.sync_instances(now=t0 + timedelta(seconds=20))
+    sync.sync_instances(now=t0 + timedelta(seconds=20))
     instance = lease.instances.get()
     provider_for(instance).terminate([instance.external_id], region="us-east-1")
     [cloud_view] = provider_for(instance).describe_ids([instance.external_id], region="us-east-1")
     assert cloud_view.state_changed_at is not None
 
-    services.sync_instances(now=cloud_view.state_changed_at + timedelta(hours=1))
+    sync.sync_instances(now=cloud_view.state_changed_at + timedelta(hours=1))
 
     usage = UsageRecord.objects.get()
     assert usage.end == max(cloud_view.state_changed_at, usage.start)
@@ -141,7 +142,7 @@ def test_it_isolates_an_account_whose_sync_fails(f0c, cloud, t0):
     cloud.require_access_keys({"AKIDTESTGOOD0001"})
 
     later = t0 + timedelta(seconds=30)
-    services.sync_instances(now=later)
+    sync.sync_instances(now=later)
 
     good = ProviderAccount.objects.get(pk=f0c.account.pk)
     assert (good.synced_at, good.sync_error) == (later, "")
@@ -156,12 +157,12 @@ def test_it_isolates_an_account_whose_sync_fails(f0c, cloud, t0):
 def test_it_makes_one_describe_and_no_writes_for_a_quiet_region(f0c, cloud, t0):
     for _ in range(3):
         launch(f0c, t0, gpus=2)
-    services.sync_instances(now=t0 + timedelta(seconds=20))
+    sync.sync_instances(now=t0 + timedelta(seconds=20))
     assert Instance.objects.filter(state=State.RUNNING).count() == 6
     cloud.clear_requests()
 
     with CaptureQueriesContext(connection) as queries:
-        services.sync_instances(now=t0 + timedelta(seconds=50))
+        sync.sync_instances(now=t0 + timedelta(seconds=50))
 
     assert cloud.count("DescribeInstances") == 1
     writes = [q["sql"] for q in queries if q["sql"].startswith(("UPDATE", "INSERT"))]
@@ -188,14 +189,14 @@ def test_it_terminates_a_launch_that_never_runs_within_the_provisioning_timeout(
     instance = lease.instances.get()
     for seconds in (30, 90):
         clock[0] = t0 + timedelta(seconds=seconds)
-        services.sync_instances(now=clock[0])
+        sync.sync_instances(now=clock[0])
     assert Reservation.objects.get(pk=lease.pk).status == Status.PROVISIONING
 
     clock[0] = t0 + timedelta(seconds=150)
-    services.sync_instances(now=clock[0])
+    sync.sync_instances(now=clock[0])
     instance.refresh_from_db()
     assert instance.state == State.STOPPING
-    services.terminate_instance(instance_id=instance.pk, now=clock[0])
+    termination.terminate_instance(instance_id=instance.pk, now=clock[0])
 
     lease.refresh_from_db()
     assert (lease.status, lease.status_code) == (Status.FAILED, "provisioning_timeout")
@@ -212,10 +213,10 @@ def test_it_keeps_an_accounts_error_when_only_one_of_its_regions_fails(f0c, clou
     f0c.account.regions = ["us-east-1", "us-west-2"]
     f0c.account.save()
     cloud.inject("DescribeInstances", "RequestLimitExceeded", where={"X-Region": "us-west-2"})
-    services.sync_instances(now=t0)
+    sync.sync_instances(now=t0)
     account = ProviderAccount.objects.get(pk=f0c.account.pk)
     assert account.synced_at is None
     assert account.sync_error.startswith("us-west-2: throttled: RequestLimitExceeded")
-    services.sync_instances(now=t0 + timedelta(seconds=30))
+    sync.sync_instances(now=t0 + timedelta(seconds=30))
     account.refresh_from_db()
     assert (account.synced_at, account.sync_error) == (t0 + timedelta(seconds=30), "")

@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from rental import services
+from rental.loans import admission
 
 
 def at(hhmmss: str, day: int = 6) -> datetime:
@@ -16,7 +16,7 @@ def at(hhmmss: str, day: int = 6) -> datetime:
 @pytest.fixture
 def lease(f0):
     def submit(project, gpus, when, *, priority="experiment", market="on_demand", **kwargs):
-        return services.submit_reservation(
+        return admission.submit_reservation(
             actor=f0.engineer_of(project),
             project=project,
             gpu_model=f0.model,

@@ -28,8 +28,8 @@ def main() -> None:
     from portal.errors import DomainError
     from portal.models import Project
     from rental import services
+    from rental.loans.standing import CLAIMING, HOLDING_GPUS, NOTICED
     from rental.models import GpuModel, Pool, Quota, Reservation, Tier
-    from rental.services.pool import CLAIMING, HOLDING_GPUS, NOTICED
 
     worker, count, seed = (int(arg) for arg in sys.argv[1:4])
     rng = random.Random(seed)

@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 
 from portal.errors import DomainError
-from rental import services
+from rental.loans import admission, ending, queue, reclaim
 from rental.models import Reservation
 from tests.loan.conftest import at
 
@@ -128,8 +128,8 @@ def test_a_queued_lease_is_asked_again_and_stays_queued_with_the_reason(f0, leas
     waiting = lease(f0.gamma, 2, at("09:10"))  # burst, the pool is full
     assert waiting.status == Status.QUEUED
     switch.add("burst")  # gamma's budget runs out while it waits
-    services.end_reservation(actor=f0.gary, reservation=running, now=at("10:00"))
-    assert services.admit_queued(gpu_model=f0.model, now=at("10:00")) == []
+    ending.end_reservation(actor=f0.gary, reservation=running, now=at("10:00"))
+    assert queue.admit_queued(gpu_model=f0.model, now=at("10:00")) == []
     held = fresh(waiting)
     assert (held.status, held.status_code) == (Status.QUEUED, "check:budget_cap")
     assert held.status_message == "gamma has spent its budget for the month."
@@ -145,7 +145,7 @@ def test_a_queued_lease_is_asked_again_and_stays_queued_with_the_reason(f0, leas
     assert "check:" not in page and "budget_cap" not in page
     # The budget is raised: the next sweep asks again and the lease starts in its place.
     switch.clear()
-    services.process_due(now=at("10:05"))
+    reclaim.process_due(now=at("10:05"))
     started = fresh(waiting)
     assert (started.status, started.tier, started.status_code) == (
         Status.PROVISIONING,
@@ -160,8 +160,8 @@ def test_a_held_lease_does_not_block_those_behind(f0, lease, switch):
     held = lease(f0.gamma, 2, at("09:10"))
     behind = lease(f0.alpha, 1, at("09:20"))  # alpha's burst, behind gamma's in Q5 order
     switch.add("gamma:burst")
-    services.end_reservation(actor=f0.gary, reservation=running, now=at("10:00"))
-    admitted = services.admit_queued(gpu_model=f0.model, now=at("10:00"))
+    ending.end_reservation(actor=f0.gary, reservation=running, now=at("10:00"))
+    admitted = queue.admit_queued(gpu_model=f0.model, now=at("10:00"))
     assert [x.pk for x in admitted] == [behind.pk]
     assert fresh(held).status_code == "check:budget_cap"
 
@@ -191,11 +191,11 @@ def test_a_refused_guaranteed_lease_preempts_nobody(f0, lease, switch):
         tier="guaranteed",
         status_code="no_capacity",
     )
-    services.admit_queued(gpu_model=f0.model, now=at("09:12"))
+    queue.admit_queued(gpu_model=f0.model, now=at("09:12"))
     assert fresh(waiting).status_code == "check:budget_cap"
     assert fresh(spot).notice_due_at is None  # the queue took nothing back for it
     switch.clear()
-    services.admit_queued(gpu_model=f0.model, now=at("09:13"))
+    queue.admit_queued(gpu_model=f0.model, now=at("09:13"))
     assert fresh(spot).notice_due_at == at("09:15:00")
     assert fresh(waiting).reclaim_due_at == at("09:15:00")
 
@@ -207,13 +207,13 @@ def test_an_approved_request_waits_while_a_check_refuses(f0, lease, switch):
     asked = lease(f0.alpha, 2, at("09:00"))  # beyond the auto-approve limits
     assert asked.status == Status.PENDING_APPROVAL
     switch.add("guaranteed")
-    approved = services.approve_reservation(
+    approved = admission.approve_reservation(
         actor=f0.alpha_manager, reservation=asked, now=at("09:05")
     )
     assert (approved.status, approved.status_code) == (Status.QUEUED, "check:budget_cap")
     assert approved.approved_at == at("09:05")
     switch.clear()
-    services.process_due(now=at("09:06"))
+    reclaim.process_due(now=at("09:06"))
     assert fresh(asked).status == Status.PROVISIONING
 
 
@@ -223,6 +223,6 @@ def test_a_booking_waiting_at_its_start_is_not_asked_again(f0, lease, switch):
     Reservation.objects.filter(pk=booking.pk).update(status=Status.QUEUED)
     switch.update({"reserved", "burst", "guaranteed"})
     CALLS.clear()
-    services.admit_queued(gpu_model=f0.model, now=at("12:00"))
+    queue.admit_queued(gpu_model=f0.model, now=at("12:00"))
     assert fresh(booking).status == Status.PROVISIONING
     assert CALLS == []

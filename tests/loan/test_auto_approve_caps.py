@@ -7,8 +7,8 @@ from django.urls import reverse
 
 from portal.errors import InvalidInput, NotPermitted
 from portal.models import AuditEvent
+from rental.loans import quota_requests
 from rental.models import Quota
-from rental.services import quota_requests
 
 
 @pytest.fixture

@@ -8,9 +8,8 @@ beside a running guaranteed lease counts it; an extension into a booking is refu
 import pytest
 
 from portal.errors import QuotaExceeded
-from rental import services
+from rental.loans import admission, ending, extension, queue, reclaim
 from rental.models import Reservation, Tier
-from rental.services import extension
 from tests.loan.conftest import at
 
 Status = Reservation.Status
@@ -18,7 +17,7 @@ FRIDAY = at("12:00", day=3)
 
 
 def book(f0, project, gpus, start, end, *, now=FRIDAY):
-    return services.submit_reservation(
+    return admission.submit_reservation(
         actor=f0.engineer_of(project),
         project=project,
         gpu_model=f0.model,
@@ -48,16 +47,16 @@ def test_a_booking_starts_on_time_after_guaranteed_and_burst_leases_came_in_betw
     gamma = lease(f0.gamma, 2, at("08:30"))
     assert (gamma.status, gamma.tier) == (Status.PROVISIONING, Tier.BURST)  # pool full: 8
 
-    services.process_due(now=at("09:57:59"))
+    reclaim.process_due(now=at("09:57:59"))
     assert fresh(gamma).notice_due_at is None
-    services.process_due(now=at("09:58:00"))  # R4: start − notice
+    reclaim.process_due(now=at("09:58:00"))  # R4: start − notice
     assert fresh(gamma).notice_due_at == at("10:00:00")  # another project's burst
     assert fresh(beside).notice_due_at == at("10:00:00")  # then its own burst
     assert fresh(beta).notice_due_at is None  # a guarantee is never taken
     late = lease(f0.gamma, 1, at("09:59"))
     assert late.status == Status.QUEUED  # the booked GPUs are held
 
-    services.process_due(now=at("10:00:00"))
+    reclaim.process_due(now=at("10:00:00"))
     started = fresh(booked)
     assert (started.status, started.start, started.tier) == (
         Status.PROVISIONING,
@@ -72,7 +71,7 @@ def test_a_guaranteed_lease_that_ends_before_the_booking_stays_guaranteed(f0, le
     book(f0, f0.alpha, 4, at("10:00"), at("14:00"))
     before = lease(f0.alpha, 2, at("08:00"), hours=2)  # [08:00, 10:00): ends as it starts
     assert before.tier == Tier.GUARANTEED
-    services.end_reservation(actor=f0.alice, reservation=before, now=at("08:01"))
+    ending.end_reservation(actor=f0.alice, reservation=before, now=at("08:01"))
     into = lease(f0.alpha, 2, at("08:02"), hours="1.97")  # [08:02, 10:00:12)
     assert into.tier == Tier.BURST
 
@@ -118,8 +117,8 @@ def test_the_queue_admits_a_lease_beside_a_booking_as_burst(f0, lease):
     gamma = lease(f0.gamma, 4, at("08:00"))
     waiting = lease(f0.alpha, 2, at("08:10"), hours=4)
     assert (waiting.status, waiting.tier) == (Status.QUEUED, Tier.BURST)
-    services.end_reservation(actor=f0.gary, reservation=gamma, now=at("08:20"))
-    services.admit_queued(gpu_model=f0.model, now=at("08:20"))
+    ending.end_reservation(actor=f0.gary, reservation=gamma, now=at("08:20"))
+    queue.admit_queued(gpu_model=f0.model, now=at("08:20"))
     admitted = fresh(waiting)
     assert (admitted.status, admitted.tier) == (Status.PROVISIONING, Tier.BURST)
 
@@ -128,6 +127,6 @@ def test_promotion_leaves_a_lease_beside_its_projects_booking_burst(f0, lease):
     book(f0, f0.alpha, 4, at("10:00"), at("14:00"))
     beside = lease(f0.alpha, 2, at("08:10"), hours=4)  # burst: overlaps the booking
     assert beside.tier == Tier.BURST
-    services.admit_queued(gpu_model=f0.model, now=at("08:15"))  # a pass promotes (Q3)
+    queue.admit_queued(gpu_model=f0.model, now=at("08:15"))  # a pass promotes (Q3)
     assert fresh(beside).tier == Tier.BURST  # G 2 has room, but the booking holds it
     assert fresh(beside).status_code != "promoted"

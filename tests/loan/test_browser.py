@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from django.db import connections
 
-from rental import services
+from rental.loans import admission
 from rental.models import Quota, QuotaRequest, Reservation
 from tests import factories
 
@@ -77,7 +77,7 @@ def test_an_engineer_sees_the_place_and_reason_of_a_waiting_lease(live_server, b
 
     f0 = factories.fixture_f0()
     for project, gpus in ((f0.beta, 4), (f0.alpha, 2), (f0.gamma, 2)):
-        services.submit_reservation(
+        admission.submit_reservation(
             actor=f0.engineer_of(project),
             project=project,
             gpu_model=f0.model,
@@ -86,7 +86,7 @@ def test_an_engineer_sees_the_place_and_reason_of_a_waiting_lease(live_server, b
             priority="experiment",
             market="on_demand",
         )
-    waiting = services.submit_reservation(
+    waiting = admission.submit_reservation(
         actor=f0.gary,
         project=f0.gamma,
         gpu_model=f0.model,

@@ -8,11 +8,10 @@ waiting, saying why. Fixture F0: alpha G 2, L 6; C = 8."""
 import pytest
 
 from portal.errors import QuotaExceeded
-from rental import services
+from rental.loans import ending, extension, queue
+from rental.loans.reservations import reschedule_reservation
+from rental.loans.waiting import wait_hint
 from rental.models import Reservation, Tier
-from rental.services import extension, queue
-from rental.services.reservations import reschedule_reservation
-from rental.waiting import wait_hint
 from tests.loan.conftest import at
 from tests.loan.test_reservations import book, fresh
 
@@ -55,14 +54,14 @@ def test_the_queue_keeps_a_lease_that_would_pass_l_beside_a_booking(f0, lease):
     waiting = lease(f0.alpha, 3, at("08:05"), hours=4)  # until at least 12:05
     assert waiting.status == Status.QUEUED
     book(f0, f0.alpha, 4, at("10:00"), at("12:00"), now=at("08:10"))  # 4 ≤ 6: queued ones wait
-    services.end_reservation(actor=f0.gary, reservation=gamma, now=at("08:20"))
+    ending.end_reservation(actor=f0.gary, reservation=gamma, now=at("08:20"))
     queue.admit_queued(gpu_model=f0.model, now=at("08:20"))
     held = fresh(waiting)
     assert (held.status, held.status_code) == (Status.QUEUED, queue.CEILING_BOOKED)
     assert "it would run 7 GPUs, its ceiling is 6" in held.status_message
     assert "under the project's ceiling beside its bookings" in wait_hint(held)
     cancelled = Reservation.objects.get(is_reservation=True)
-    services.end_reservation(actor=f0.alice, reservation=cancelled, now=at("08:30"))
+    ending.end_reservation(actor=f0.alice, reservation=cancelled, now=at("08:30"))
     queue.admit_queued(gpu_model=f0.model, now=at("08:30"))
     assert fresh(waiting).status == Status.PROVISIONING
 

@@ -6,7 +6,7 @@ from django.urls import reverse
 
 from portal.errors import InvalidInput
 from portal.models import Membership
-from rental import services
+from rental.loans import admission
 from rental.models import Instance, Reservation
 
 
@@ -20,7 +20,7 @@ def submit(f0, **changes):
         "priority": "experiment",
         "market": "on_demand",
     }
-    return services.submit_reservation(**{**args, **changes})
+    return admission.submit_reservation(**{**args, **changes})
 
 
 def test_it_hides_a_former_projects_lease_from_the_dashboard_panel(f0, client, t0):

@@ -8,9 +8,8 @@ from django.urls import reverse
 
 from portal.errors import InvalidInput, NotPermitted, QuotaExceeded
 from portal.models import AuditEvent, Notification
-from rental import services
+from rental.loans import admission, ending, extension, pools, queue, quota_requests
 from rental.models import AvailabilityWatch, Pool, Quota, QuotaRequest, Reservation
-from rental.services import extension, pools, quota_requests
 from tests.loan.conftest import at
 
 Status = Reservation.Status
@@ -56,7 +55,7 @@ def test_extending_a_booking_checks_r2_over_the_added_window(f0):
     now = at("12:00", day=3)
 
     def book(project, gpus, start, hours):
-        return services.submit_reservation(
+        return admission.submit_reservation(
             actor=f0.engineer_of(project),
             project=project,
             gpu_model=f0.model,
@@ -180,12 +179,12 @@ def test_a_watcher_is_told_once_when_it_fits(f0, lease, client):
     client.force_login(f0.gary)
     client.post(reverse("rental:lease_watch", kwargs={"pk": waiting.pk}))
     watch = AvailabilityWatch.objects.get(user=f0.gary)
-    services.admit_queued(gpu_model=f0.model, now=at("09:20"))
+    queue.admit_queued(gpu_model=f0.model, now=at("09:20"))
     assert AvailabilityWatch.objects.get(pk=watch.pk).notified_at is None
     Reservation.objects.filter(pk=waiting.pk).delete()
-    services.end_reservation(actor=f0.gary, reservation=c, now=at("10:00"))
-    services.admit_queued(gpu_model=f0.model, now=at("10:00"))
-    services.admit_queued(gpu_model=f0.model, now=at("10:01"))
+    ending.end_reservation(actor=f0.gary, reservation=c, now=at("10:00"))
+    queue.admit_queued(gpu_model=f0.model, now=at("10:00"))
+    queue.admit_queued(gpu_model=f0.model, now=at("10:01"))
     assert AvailabilityWatch.objects.get(pk=watch.pk).notified_at == at("10:00")
     assert Notification.objects.filter(user=f0.gary, subject__contains="are free now").count() == 1
 

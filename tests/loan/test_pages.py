@@ -6,7 +6,7 @@ from datetime import timedelta
 from django.urls import reverse
 from django.utils import timezone
 
-from rental import services
+from rental.loans import admission
 from rental.models import Pool, Reservation
 from tests.loan.conftest import at
 
@@ -82,7 +82,7 @@ def test_bad_dates_are_field_errors(f0, client):
 
 
 def test_the_pool_page_shows_the_glance_and_the_week(f0, client):
-    services.submit_reservation(
+    admission.submit_reservation(
         actor=f0.alice,
         project=f0.alpha,
         gpu_model=f0.model,

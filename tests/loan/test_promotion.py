@@ -8,7 +8,8 @@ import pytest
 from django.urls import reverse
 
 from portal.models import AuditEvent
-from rental import services
+from rental.fleet import instances, sync, termination
+from rental.loans import admission, ending, queue
 from rental.models import Reservation, Tier, UsageRecord
 from tests import factories
 from tests.loan.conftest import at
@@ -27,8 +28,8 @@ def test_it_promotes_the_oldest_burst_leases_that_fit(f0, lease):
     newer = lease(f0.alpha, 1, at("09:30"))
     assert [x.tier for x in (a1, older, big, newer)] == ["guaranteed"] + ["burst"] * 3
 
-    services.end_reservation(actor=f0.alice, reservation=a1, now=at("10:00"))
-    services.admit_queued(gpu_model=f0.model, now=at("10:00"))
+    ending.end_reservation(actor=f0.alice, reservation=a1, now=at("10:00"))
+    queue.admit_queued(gpu_model=f0.model, now=at("10:00"))
     # G 2 is free: the oldest (1 GPU) fits, then the 2-GPU one does not, the newer 1 does.
     assert [fresh(x).tier for x in (older, big, newer)] == ["guaranteed", "burst", "guaranteed"]
     event = AuditEvent.objects.get(verb="lease.promoted", object_id=str(older.pk))
@@ -39,8 +40,8 @@ def test_a_promoted_lease_is_no_longer_reclaimable(f0, lease):
     a1 = lease(f0.alpha, 2, at("09:00"))
     a2 = lease(f0.alpha, 2, at("09:10"), priority="learning")
     lease(f0.beta, 4, at("09:20"))
-    services.end_reservation(actor=f0.alice, reservation=a1, now=at("10:00"))
-    services.admit_queued(gpu_model=f0.model, now=at("10:00"))
+    ending.end_reservation(actor=f0.alice, reservation=a1, now=at("10:00"))
+    queue.admit_queued(gpu_model=f0.model, now=at("10:00"))
     assert fresh(a2).tier == Tier.GUARANTEED
     lease(f0.gamma, 2, at("10:01"))  # burst into the 2 free GPUs
     Reservation.objects.filter(project=f0.beta).update(tier=Tier.GUARANTEED)
@@ -53,8 +54,8 @@ def test_a_promoted_lease_is_no_longer_reclaimable(f0, lease):
 def test_the_lease_page_shows_the_promotion(f0, lease, client):
     a1 = lease(f0.alpha, 2, at("09:00"))
     a2 = lease(f0.alpha, 2, at("09:10"))
-    services.end_reservation(actor=f0.alice, reservation=a1, now=at("10:00"))
-    services.admit_queued(gpu_model=f0.model, now=at("10:00"))
+    ending.end_reservation(actor=f0.alice, reservation=a1, now=at("10:00"))
+    queue.admit_queued(gpu_model=f0.model, now=at("10:00"))
     client.force_login(f0.alice)
     page = client.get(reverse("rental:lease", kwargs={"pk": a2.pk})).content.decode()
     assert "Promoted to guaranteed at 2026-04-06 10:00:00 UTC" in page
@@ -67,7 +68,7 @@ def f0c(db, cloud):
 
 def test_it_splits_running_usage_at_the_promotion(f0c):
     def go(gpus, when):
-        made = services.submit_reservation(
+        made = admission.submit_reservation(
             actor=f0c.alice,
             project=f0c.alpha,
             gpu_model=f0c.model,
@@ -78,16 +79,16 @@ def test_it_splits_running_usage_at_the_promotion(f0c):
             now=when,
         )
         for instance in made.instances.all():
-            services.provision_instance(instance_id=instance.pk, now=when)
+            instances.provision_instance(instance_id=instance.pk, now=when)
         return made
 
     a1, a2 = go(2, at("09:00")), go(1, at("09:00"))
-    services.sync_instances(now=at("09:00:30"))
-    services.end_reservation(actor=f0c.alice, reservation=a1, now=at("10:00"))
+    sync.sync_instances(now=at("09:00:30"))
+    ending.end_reservation(actor=f0c.alice, reservation=a1, now=at("10:00"))
     for instance in a1.instances.all():  # what the terminate task does
-        services.terminate_instance(instance_id=instance.pk, now=at("10:00"))
+        termination.terminate_instance(instance_id=instance.pk, now=at("10:00"))
     assert fresh(a1).status == Status.ENDED
-    services.admit_queued(gpu_model=f0c.model, now=at("10:00"))
+    queue.admit_queued(gpu_model=f0c.model, now=at("10:00"))
     records = list(
         UsageRecord.objects.filter(instance__reservation=a2).values_list("tier", "start", "end")
     )

@@ -30,9 +30,8 @@ from hypothesis import strategies as st
 
 from portal.errors import DomainError, QuotaExceeded
 from portal.models import AuditEvent
-from rental import services
+from rental.loans import admission, ending, extension, pools, queue, reclaim
 from rental.models import Pool, Quota, Reservation, TerminationReason, Tier
-from rental.services import extension, pools
 from tests.loan.conftest import at
 
 Status = Reservation.Status
@@ -304,7 +303,7 @@ def test_the_loan_model_keeps_its_invariants(f0, setup, steps):
                 with transaction.atomic():
                     if kind == "submit":
                         _, who, gpus, priority, market, requeue, hours = step
-                        services.submit_reservation(
+                        admission.submit_reservation(
                             actor=f0.engineer_of(projects[who]),
                             project=projects[who],
                             gpu_model=f0.model,
@@ -329,7 +328,7 @@ def test_the_loan_model_keeps_its_invariants(f0, setup, steps):
                             )
                             start = ends[index % len(ends)] if ends else start
                         try:
-                            services.submit_reservation(
+                            admission.submit_reservation(
                                 actor=f0.engineer_of(projects[who]),
                                 project=projects[who],
                                 gpu_model=f0.model,
@@ -361,7 +360,7 @@ def test_the_loan_model_keeps_its_invariants(f0, setup, steps):
                             lease = live[step[1] % len(live)]
                             actor = f0.engineer_of(lease.project)
                             if kind == "end":
-                                services.end_reservation(actor=actor, reservation=lease, now=now)
+                                ending.end_reservation(actor=actor, reservation=lease, now=now)
                             else:
                                 extension.extend_reservation(
                                     actor=actor, reservation=lease, hours=step[2], now=now
@@ -377,9 +376,9 @@ def test_the_loan_model_keeps_its_invariants(f0, setup, steps):
                         pools.set_capacity(actor=f0.admin, gpu_model=f0.model, capacity=wanted)
                     elif kind == "tick":
                         now += timedelta(seconds=step[1])
-                        services.end_expired_leases(now=now)
-                    services.process_due(now=now)
-                    services.admit_queued(gpu_model=f0.model, now=now)
+                        ending.end_expired_leases(now=now)
+                    reclaim.process_due(now=now)
+                    queue.admit_queued(gpu_model=f0.model, now=now)
             except DomainError:
                 pass
             check_invariants(f0, now)

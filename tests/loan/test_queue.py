@@ -5,9 +5,9 @@ import re
 
 from django.urls import reverse
 
-from rental import services
+from rental.loans import ending, queue, reclaim
+from rental.loans.queue import queue_positions
 from rental.models import Reservation
-from rental.services.queue import queue_positions
 from tests.loan.conftest import at
 
 Status = Reservation.Status
@@ -32,8 +32,8 @@ def test_a_lease_that_cannot_fit_does_not_block_those_behind(f0, lease):
     small = lease(f0.gamma, 1, at("09:20"))  # burst, waits
     assert (big.status, small.status) == (Status.QUEUED, Status.QUEUED)
     assert queue_positions(f0.model) == {big.pk: 1, small.pk: 2}
-    services.end_reservation(actor=f0.gary, reservation=c, now=at("10:00"))
-    admitted = services.admit_queued(gpu_model=f0.model, now=at("10:00"))
+    ending.end_reservation(actor=f0.gary, reservation=c, now=at("10:00"))
+    admitted = queue.admit_queued(gpu_model=f0.model, now=at("10:00"))
     # 2 free: the 3-GPU lease cannot fit, the 1-GPU one behind it starts.
     assert [x.pk for x in admitted] == [small.pk]
     assert fresh(big).status == Status.QUEUED
@@ -44,9 +44,7 @@ def test_room_from_raised_capacity_admits_the_queue(f0, lease):
     waiting = lease(f0.gamma, 2, at("09:10"))
     f0.pool.capacity = 10
     f0.pool.save()
-    assert [x.pk for x in services.admit_queued(gpu_model=f0.model, now=at("09:30"))] == [
-        waiting.pk
-    ]
+    assert [x.pk for x in queue.admit_queued(gpu_model=f0.model, now=at("09:30"))] == [waiting.pk]
 
 
 def test_room_from_a_preemption_admits_the_queue(f0, lease):
@@ -56,7 +54,7 @@ def test_room_from_a_preemption_admits_the_queue(f0, lease):
     Reservation.objects.filter(pk=spot.pk).update(requeue_on_preemption=False)
     queued = lease(f0.gamma, 1, at("09:05"), priority="learning")  # burst: takes the spot
     assert fresh(spot).notice_due_at == at("09:07:00")
-    services.process_due(now=at("09:07:00"))
+    reclaim.process_due(now=at("09:07:00"))
     assert fresh(queued).status == Status.PROVISIONING
 
 
@@ -97,7 +95,7 @@ def test_a_lease_whose_project_changed_does_not_block_those_behind(f0, lease):
     assert (production.status, behind.status) == (Status.QUEUED, Status.QUEUED)
     assert production.notice_due_at is None and production.reclaim_due_at is None
     Quota.objects.filter(project=f0.beta).update(guaranteed=3)  # now over its guarantee
-    services.end_reservation(actor=f0.alice, reservation=alpha, now=at("10:00"))
-    admitted = services.admit_queued(gpu_model=f0.model, now=at("10:00"))
+    ending.end_reservation(actor=f0.alice, reservation=alpha, now=at("10:00"))
+    admitted = queue.admit_queued(gpu_model=f0.model, now=at("10:00"))
     assert behind.pk in [x.pk for x in admitted]
     assert fresh(production).status == Status.QUEUED

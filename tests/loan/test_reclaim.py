@@ -5,7 +5,7 @@ import pytest
 
 from portal.errors import QuotaExceeded
 from portal.models import AuditEvent, Notification
-from rental import services
+from rental.loans import ending, queue, reclaim
 from rental.models import Pool, Quota, Reservation, TerminationReason, Tier
 from tests.loan.conftest import at
 
@@ -38,11 +38,11 @@ def test_scenario_3_reclaims_the_newest_lowest_burst_and_requeues_it(f0, lease):
     assert f"#{b2.pk}" in told.body and "2026-04-06 11:02:00" in told.subject
     assert AuditEvent.objects.filter(verb="lease.preempted", object_id=str(a3.pk)).exists()
 
-    assert services.process_due(now=at("11:01:59")) == 0
+    assert reclaim.process_due(now=at("11:01:59")) == 0
     assert fresh(a3).status == Status.PROVISIONING
     assert fresh(b2).status == Status.QUEUED
 
-    services.process_due(now=at("11:02:00"))
+    reclaim.process_due(now=at("11:02:00"))
     victim = fresh(a3)
     assert (victim.status, victim.ended_at) == (Status.PREEMPTED, at("11:02:00"))
     assert victim.end_reason == TerminationReason.PREEMPTED
@@ -60,8 +60,8 @@ def test_scenario_3_reclaims_the_newest_lowest_burst_and_requeues_it(f0, lease):
     assert (b3.tier, b3.status, b3.status_code) == (Tier.BURST, Status.QUEUED, "no_capacity")
     assert noticed() == {a3.pk}  # a burst lease preempts nothing but spot (Q7)
 
-    services.end_reservation(actor=f0.alice, reservation=a2, now=at("12:00"))
-    admitted = services.admit_queued(gpu_model=f0.model, now=at("12:00"))
+    ending.end_reservation(actor=f0.alice, reservation=a2, now=at("12:00"))
+    admitted = queue.admit_queued(gpu_model=f0.model, now=at("12:00"))
     assert [x.pk for x in admitted] == [b3.pk]  # experiment before the re-queued learning
     assert fresh(again).status == Status.QUEUED
 
@@ -92,7 +92,7 @@ def test_scenario_5_takes_the_projects_own_lower_priority_lease(f0, lease):
     assert b5.tier == Tier.GUARANTEED
     assert noticed() == {b1.pk}  # not c1: only b1 also gives beta's guarantee back
 
-    services.process_due(now=at("10:02:00"))
+    reclaim.process_due(now=at("10:02:00"))
     assert fresh(b5).status == Status.PROVISIONING
     assert fresh(b5).tier == Tier.GUARANTEED
     assert fresh(c1).status == Status.PROVISIONING
@@ -189,8 +189,8 @@ def test_nothing_is_admitted_during_the_notice(f0, lease):
     assert noticed() == {spot.pk}
     late = lease(f0.gamma, 1, at("10:01"))  # a free-looking GPU is already claimed
     assert (late.status, late.status_code) == (Status.QUEUED, "no_capacity")
-    services.admit_queued(gpu_model=f0.model, now=at("10:01:30"))
+    queue.admit_queued(gpu_model=f0.model, now=at("10:01:30"))
     assert fresh(late).status == Status.QUEUED
-    services.process_due(now=at("10:02:00"))
+    reclaim.process_due(now=at("10:02:00"))
     assert fresh(want).status == Status.PROVISIONING
     assert fresh(late).status == Status.QUEUED

@@ -10,9 +10,9 @@ from decimal import Decimal
 import pytest
 
 from rental import selectors
+from rental.loans import pending_limit
+from rental.loans.request_reads import _read_with_orm, read_for_request
 from rental.models import Image, Offering, Quota, Reservation
-from rental.services import pending_limit
-from rental.services.request_reads import _read_with_orm, read_for_request
 from tests import factories
 
 Status = Reservation.Status

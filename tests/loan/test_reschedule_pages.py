@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from portal.models import AuditEvent
-from rental import services
+from rental.loans import admission
 from rental.models import Reservation
 from tests.api.leases_world import client_for
 
@@ -24,7 +24,7 @@ def monday():
 
 
 def book(f0, project, gpus, start, hours):
-    return services.submit_reservation(
+    return admission.submit_reservation(
         actor=f0.engineer_of(project),
         project=project,
         gpu_model=f0.model,

@@ -7,10 +7,10 @@ import pytest
 
 from portal.errors import InvalidInput, InvalidTransition, QuotaExceeded
 from portal.models import AuditEvent, Notification
-from rental import services
+from rental.loans import admission, ending, reclaim
+from rental.loans.reservation_rules import Booking, first_conflict
+from rental.loans.reservations import reschedule_reservation
 from rental.models import Quota, Reservation, Tier
-from rental.services.reservation_rules import Booking, first_conflict
-from rental.services.reservations import reschedule_reservation
 from tests.loan.conftest import at
 
 Status = Reservation.Status
@@ -19,7 +19,7 @@ NOW = at("12:00", day=3)  # Friday before Monday 2026-04-06
 
 def book(f0, project, gpus, start, end, *, now=NOW, **kwargs):
     hours = (end - start).total_seconds() / 3600
-    return services.submit_reservation(
+    return admission.submit_reservation(
         actor=f0.engineer_of(project),
         project=project,
         gpu_model=f0.model,
@@ -77,7 +77,7 @@ def test_r2_with_other_numbers(f0):
 )
 def test_r1_field_errors_write_nothing(f0, start, hours, market, field):
     with pytest.raises(InvalidInput) as refused:
-        services.submit_reservation(
+        admission.submit_reservation(
             actor=f0.alice,
             project=f0.alpha,
             gpu_model=f0.model,
@@ -127,7 +127,7 @@ def test_a_refused_change_leaves_the_booking_as_it_was(f0):
 
 def test_r3_cancel_before_the_start_is_free(f0):
     alpha = book(f0, f0.alpha, 4, at("09:00"), at("17:00"))
-    services.end_reservation(actor=f0.alice, reservation=alpha, now=at("08:00"))
+    ending.end_reservation(actor=f0.alice, reservation=alpha, now=at("08:00"))
     gone = fresh(alpha)
     assert gone.status == Status.CANCELLED
     assert not gone.instances.exists()
@@ -136,7 +136,7 @@ def test_r3_cancel_before_the_start_is_free(f0):
 
 def test_r3_a_started_booking_cannot_move(f0):
     alpha = book(f0, f0.alpha, 4, at("09:00"), at("17:00"))
-    services.process_due(now=at("08:58:00"))
+    reclaim.process_due(now=at("08:58:00"))
     with pytest.raises(InvalidTransition):
         reschedule_reservation(actor=f0.alice, reservation=alpha, start=at("10:00"), now=NOW)
 
@@ -146,10 +146,10 @@ def test_r4_victims_told_at_start_minus_notice_and_free_at_the_start(f0, lease):
     lease(f0.beta, 4, at("08:00"))
     burst = lease(f0.gamma, 2, at("08:10"))
     spot = lease(f0.gamma, 2, at("08:20"), market="spot")
-    assert services.process_due(now=at("08:57:59")) == 0
+    assert reclaim.process_due(now=at("08:57:59")) == 0
     assert fresh(burst).notice_due_at is None
 
-    services.process_due(now=at("08:58:00"))
+    reclaim.process_due(now=at("08:58:00"))
     assert fresh(spot).notice_due_at == at("09:00:00")
     assert fresh(burst).notice_due_at == at("09:00:00")  # spot then burst
     assert Notification.objects.filter(user=f0.gary, subject__startswith="Preempted").count() == 2
@@ -157,7 +157,7 @@ def test_r4_victims_told_at_start_minus_notice_and_free_at_the_start(f0, lease):
     late = lease(f0.gamma, 1, at("08:59"))
     assert late.status == Status.QUEUED
 
-    services.process_due(now=at("09:00:00"))
+    reclaim.process_due(now=at("09:00:00"))
     started = fresh(booked)
     assert (started.status, started.start, started.tier) == (
         Status.PROVISIONING,
@@ -170,7 +170,7 @@ def test_r4_victims_told_at_start_minus_notice_and_free_at_the_start(f0, lease):
 
 def test_r4_a_booking_within_the_guarantee_runs_guaranteed(f0):
     booked = book(f0, f0.alpha, 2, at("09:00"), at("10:00"))
-    services.process_due(now=at("09:00"))
+    reclaim.process_due(now=at("09:00"))
     assert (fresh(booked).status, fresh(booked).tier) == (Status.PROVISIONING, Tier.GUARANTEED)
 
 
@@ -178,11 +178,11 @@ def test_cancelling_a_starting_booking_calls_off_its_notices(f0, lease):
     booked = book(f0, f0.alpha, 4, at("09:00"), at("17:00"))
     lease(f0.beta, 4, at("08:00"))
     spot = lease(f0.gamma, 4, at("08:20"), market="spot")
-    services.process_due(now=at("08:58"))
+    reclaim.process_due(now=at("08:58"))
     assert fresh(spot).notice_due_at is not None
-    services.end_reservation(actor=f0.alice, reservation=booked, now=at("08:59"))
+    ending.end_reservation(actor=f0.alice, reservation=booked, now=at("08:59"))
     assert fresh(spot).notice_due_at is None
-    services.process_due(now=at("09:00"))
+    reclaim.process_due(now=at("09:00"))
     assert fresh(spot).status == Status.PROVISIONING
 
 

@@ -4,9 +4,9 @@ Q6/Q7/R4 victim choice (every step of the order, and the minimisation pass)."""
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
-from rental.services.admission_rules import Standing, decide
-from rental.services.queue_rules import Waiting, queue_order
-from rental.services.reclaim_rules import BURST, GUARANTEED, RESERVED, Candidate, choose_victims
+from rental.loans.admission_rules import Standing, decide
+from rental.loans.queue_rules import Waiting, queue_order
+from rental.loans.reclaim_rules import BURST, GUARANTEED, RESERVED, Candidate, choose_victims
 
 T = datetime(2026, 4, 6, 9, 0, tzinfo=UTC)
 ME, OTHER, THIRD = 1, 2, 3

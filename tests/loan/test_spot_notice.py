@@ -6,7 +6,8 @@ from decimal import Decimal
 
 import pytest
 
-from rental import services
+from rental.fleet import instances, sync, termination
+from rental.loans import admission, reclaim
 from rental.models import Instance, Reservation, TerminationReason, UsageRecord
 from tests import factories
 from tests.loan.conftest import at
@@ -20,7 +21,7 @@ def f0c(db, cloud):
 
 
 def running(f0c, project, gpus, when, *, market="on_demand"):
-    lease = services.submit_reservation(
+    lease = admission.submit_reservation(
         actor=f0c.engineer_of(project),
         project=project,
         gpu_model=f0c.model,
@@ -31,8 +32,8 @@ def running(f0c, project, gpus, when, *, market="on_demand"):
         now=when,
     )
     for instance in lease.instances.all():
-        services.provision_instance(instance_id=instance.pk, now=when)
-    services.sync_instances(now=when)
+        instances.provision_instance(instance_id=instance.pk, now=when)
+    sync.sync_instances(now=when)
     return Reservation.objects.get(pk=lease.pk)
 
 
@@ -41,7 +42,7 @@ def test_scenario_13_spot_preempted_at_t_plus_notice(f0c):
     running(f0c, f0c.beta, 4, at("09:00:00"))
     assert spot.status == Status.ACTIVE
 
-    alpha = services.submit_reservation(
+    alpha = admission.submit_reservation(
         actor=f0c.alice,
         project=f0c.alpha,
         gpu_model=f0c.model,
@@ -55,7 +56,7 @@ def test_scenario_13_spot_preempted_at_t_plus_notice(f0c):
     assert Reservation.objects.get(pk=spot.pk).notice_due_at == at("10:02:00")
 
     # A sweep that runs late still ends the victim at its due second, not when it ran.
-    services.process_due(now=at("10:02:07"))
+    reclaim.process_due(now=at("10:02:07"))
     victim = Reservation.objects.get(pk=spot.pk)
     assert victim.ended_at == at("10:02:00")
     usage = list(UsageRecord.objects.filter(instance__reservation=spot))
@@ -74,7 +75,7 @@ def test_scenario_13_spot_preempted_at_t_plus_notice(f0c):
         Instance.State.STOPPING
     }
     for instance in Instance.objects.filter(reservation=spot):
-        services.terminate_instance(instance_id=instance.pk, now=at("10:02:08"))
+        termination.terminate_instance(instance_id=instance.pk, now=at("10:02:08"))
     assert Reservation.objects.get(pk=spot.pk).status == Status.PREEMPTED
 
 
@@ -83,7 +84,7 @@ def test_a_notice_is_a_row_that_any_later_sweep_acts_on(f0, lease):
     spot = lease(f0.gamma, 4, at("09:00"), market="spot")
     want = lease(f0.alpha, 2, at("10:00"))
     # Nothing runs between: no process, no countdown. A sweep hours later acts as of 10:02.
-    services.process_due(now=at("13:00"))
+    reclaim.process_due(now=at("13:00"))
     assert Reservation.objects.get(pk=spot.pk).ended_at == at("10:02:00")
     assert Reservation.objects.get(pk=want.pk).start == at("10:02:00")
-    assert services.process_due(now=at("13:00:05")) == 0  # done once
+    assert reclaim.process_due(now=at("13:00:05")) == 0  # done once

@@ -8,8 +8,7 @@ import itertools
 import pytest
 from django.db.models import Q, Sum
 
-from rental.models import Priority, Quota, Reservation, TerminationReason, Tier
-from rental.services.pool import (
+from rental.loans.standing import (
     BOOKED,
     CLAIMING,
     HOLDING_GPUS,
@@ -17,6 +16,7 @@ from rental.services.pool import (
     PoolUse,
     read_standing,
 )
+from rental.models import Priority, Quota, Reservation, TerminationReason, Tier
 from tests.loan.conftest import at
 
 Status = Reservation.Status

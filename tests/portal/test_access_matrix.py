@@ -5,7 +5,7 @@ and decisions and ending are refused to who may not make them, with nothing chan
 import pytest
 from django.urls import reverse
 
-from rental import services
+from rental.loans import admission
 from rental.models import Quota, Reservation
 from tests import factories
 
@@ -15,7 +15,7 @@ SECRET_PURPOSE = "train-the-secret-model"
 @pytest.fixture
 def world(f0, t0):
     Quota.objects.filter(project=f0.alpha).update(max_hours_per_lease=8)
-    lease = services.submit_reservation(
+    lease = admission.submit_reservation(
         actor=f0.alice,
         project=f0.alpha,
         gpu_model=f0.model,

@@ -4,7 +4,7 @@ import pytest
 from django.urls import reverse
 
 from portal.errors import QuotaExceeded
-from rental import services
+from rental.loans import admission
 from rental.models import Quota, Reservation
 
 
@@ -62,7 +62,7 @@ def test_it_limits_how_many_requests_one_person_has_waiting(f0, settings):
     Quota.objects.filter(project=f0.alpha).update(max_hours_per_lease=1)
 
     def ask():
-        return services.submit_reservation(
+        return admission.submit_reservation(
             actor=f0.alice,
             project=f0.alpha,
             gpu_model=f0.model,

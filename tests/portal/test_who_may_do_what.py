@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from portal.errors import NotPermitted
 from portal.models import AuditEvent
-from rental import services
+from rental.loans import admission, ending
 from rental.models import Quota, Reservation
 from tests import factories
 
@@ -16,7 +16,7 @@ Status = Reservation.Status
 
 def ask(f0, who, *, hours=12):
     Quota.objects.filter(project=f0.alpha).update(max_hours_per_lease=8)
-    return services.submit_reservation(
+    return admission.submit_reservation(
         actor=who,
         project=f0.alpha,
         gpu_model=f0.model,
@@ -36,7 +36,7 @@ def test_it_keeps_an_engineer_off_a_colleagues_lease(f0, client):
     assert response.status_code == 404
     assert Reservation.objects.get(pk=lease.pk).status == Status.PENDING_APPROVAL
     with pytest.raises(NotPermitted):
-        services.end_reservation(actor=colleague, reservation=lease)
+        ending.end_reservation(actor=colleague, reservation=lease)
 
 
 def test_it_lets_a_manager_end_any_lease_of_the_project(f0, client):
@@ -51,7 +51,7 @@ def test_it_refuses_a_managers_own_request_while_an_admin_exists(f0):
     lease = ask(f0, f0.alpha_manager)
     assert lease.status == Status.PENDING_APPROVAL
     with pytest.raises(NotPermitted) as refused:
-        services.approve_reservation(actor=f0.alpha_manager, reservation=lease)
+        admission.approve_reservation(actor=f0.alpha_manager, reservation=lease)
     assert refused.value.code == "self_approval"
     assert Reservation.objects.get(pk=lease.pk).status == Status.PENDING_APPROVAL
     assert not AuditEvent.objects.filter(verb="lease.approved").exists()
@@ -61,7 +61,7 @@ def test_it_lets_another_manager_approve(f0):
     lease = ask(f0, f0.alpha_manager)
     second = factories.user("mona")
     factories.member(second, f0.alpha, "manager")
-    services.approve_reservation(actor=second, reservation=lease)
+    admission.approve_reservation(actor=second, reservation=lease)
     event = AuditEvent.objects.get(verb="lease.approved")
     assert "self_approved" not in event.after
     assert Reservation.objects.get(pk=lease.pk).approved_by == second
@@ -71,7 +71,7 @@ def test_it_allows_a_self_approval_when_nobody_else_can_and_marks_it(f0):
     f0.admin.is_active = False
     f0.admin.save()
     lease = ask(f0, f0.alpha_manager)
-    services.approve_reservation(actor=f0.alpha_manager, reservation=lease)
+    admission.approve_reservation(actor=f0.alpha_manager, reservation=lease)
     assert Reservation.objects.get(pk=lease.pk).status != Status.PENDING_APPROVAL
     assert AuditEvent.objects.get(verb="lease.approved").after["self_approved"] is True
 

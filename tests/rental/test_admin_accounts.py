@@ -18,10 +18,10 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from billing.models import Budget, BudgetAlert, Statement, StatementLine
+from devcloud.server import LocalCloud
 from portal import audit
 from portal.models import AuditEvent, Membership, Notification
 from rental import crypto
-from rental.localcloud import LocalCloud
 from rental.models import (
     AvailabilityWatch,
     DataVolume,

@@ -6,7 +6,7 @@ import pytest
 
 from portal.errors import InvalidInput, NotPermitted, QuotaExceeded
 from portal.models import AuditEvent
-from rental import services
+from rental.loans import admission, ending, queue, quotas
 from rental.models import Instance, Quota, Reservation, Tier
 from tests import factories
 
@@ -14,7 +14,7 @@ Status = Reservation.Status
 
 
 def submit(f0, project, gpus, *, priority="experiment", market="on_demand", hours=4, now=None):
-    return services.submit_reservation(
+    return admission.submit_reservation(
         actor=f0.engineer_of(project),
         project=project,
         gpu_model=f0.model,
@@ -30,9 +30,7 @@ def submit(f0, project, gpus, *, priority="experiment", market="on_demand", hour
 def test_it_refuses_guarantees_beyond_capacity(f0):
     delta = factories.project("delta")
     with pytest.raises(InvalidInput) as refused:
-        services.set_quota(
-            actor=f0.admin, project=delta, gpu_model=f0.model, guaranteed=3, ceiling=4
-        )
+        quotas.set_quota(actor=f0.admin, project=delta, gpu_model=f0.model, guaranteed=3, ceiling=4)
     assert refused.value.field == "guaranteed"
     assert "9" in refused.value.message and "8" in refused.value.message
     assert not Quota.objects.filter(project=delta).exists()
@@ -40,7 +38,7 @@ def test_it_refuses_guarantees_beyond_capacity(f0):
 
 def test_it_accepts_a_guarantee_that_fits(f0):
     delta = factories.project("delta")
-    quota = services.set_quota(
+    quota = quotas.set_quota(
         actor=f0.admin, project=delta, gpu_model=f0.model, guaranteed=2, ceiling=4
     )
     assert (quota.guaranteed, quota.ceiling) == (2, 4)
@@ -50,9 +48,7 @@ def test_it_accepts_a_guarantee_that_fits(f0):
 def test_it_refuses_a_ceiling_below_the_guarantee(f0):
     delta = factories.project("delta")
     with pytest.raises(InvalidInput) as refused:
-        services.set_quota(
-            actor=f0.admin, project=delta, gpu_model=f0.model, guaranteed=2, ceiling=1
-        )
+        quotas.set_quota(actor=f0.admin, project=delta, gpu_model=f0.model, guaranteed=2, ceiling=1)
     assert refused.value.field == "ceiling"
     assert not Quota.objects.filter(project=delta).exists()
 
@@ -62,14 +58,12 @@ def test_it_bounds_guarantees_by_committed_gpus(f0):
     f0.pool.save()
     delta = factories.project("delta")
     with pytest.raises(InvalidInput, match="committed"):
-        services.set_quota(
-            actor=f0.admin, project=delta, gpu_model=f0.model, guaranteed=1, ceiling=1
-        )
+        quotas.set_quota(actor=f0.admin, project=delta, gpu_model=f0.model, guaranteed=1, ceiling=1)
 
 
 def test_it_lets_only_admins_set_quotas(f0):
     with pytest.raises(NotPermitted):
-        services.set_quota(
+        quotas.set_quota(
             actor=f0.alpha_manager, project=f0.alpha, gpu_model=f0.model, guaranteed=1, ceiling=6
         )
     assert Quota.objects.get(project=f0.alpha).guaranteed == 2
@@ -94,7 +88,7 @@ def test_it_provisions_an_over_ceiling_request_once_approved(f0, t0):
     for _ in range(3):
         submit(f0, f0.alpha, 2, now=t0)
     fourth = submit(f0, f0.alpha, 1, now=t0)
-    approved = services.approve_reservation(
+    approved = admission.approve_reservation(
         actor=f0.alpha_manager, reservation=fourth, comment="deadline", now=t0
     )
     assert approved.status == Status.PROVISIONING
@@ -109,7 +103,7 @@ def test_it_lets_only_the_projects_manager_decide(f0, t0):
     fourth = submit(f0, f0.alpha, 1, now=t0)
     for stranger in (f0.alice, f0.bob, f0.outsider):
         with pytest.raises(NotPermitted):
-            services.approve_reservation(actor=stranger, reservation=fourth, now=t0)
+            admission.approve_reservation(actor=stranger, reservation=fourth, now=t0)
     assert Reservation.objects.get(pk=fourth.pk).status == Status.PENDING_APPROVAL
 
 
@@ -118,9 +112,9 @@ def test_it_requires_a_comment_to_reject(f0, t0):
         submit(f0, f0.alpha, 2, now=t0)
     fourth = submit(f0, f0.alpha, 1, now=t0)
     with pytest.raises(InvalidInput) as refused:
-        services.reject_reservation(actor=f0.alpha_manager, reservation=fourth, comment=" ")
+        admission.reject_reservation(actor=f0.alpha_manager, reservation=fourth, comment=" ")
     assert refused.value.field == "comment"
-    rejected = services.reject_reservation(
+    rejected = admission.reject_reservation(
         actor=f0.alpha_manager, reservation=fourth, comment="Not this month"
     )
     assert rejected.status == Status.REJECTED
@@ -163,10 +157,10 @@ def test_it_admits_the_queue_when_room_appears(f0, t0):
     submit(f0, f0.alpha, 2, now=t0)
     submit(f0, f0.gamma, 2, now=t0)
     queued = submit(f0, f0.gamma, 2, now=t0)
-    services.end_reservation(actor=f0.bob, reservation=running, now=t0)
+    ending.end_reservation(actor=f0.bob, reservation=running, now=t0)
     # The ended lease's instances were never launched: they free the pool at once.
     assert Reservation.objects.get(pk=running.pk).status == Status.ENDED
-    admitted = services.admit_queued(gpu_model=f0.model, now=t0)
+    admitted = queue.admit_queued(gpu_model=f0.model, now=t0)
     assert [lease.pk for lease in admitted] == [queued.pk]
     assert Reservation.objects.get(pk=queued.pk).status == Status.PROVISIONING
 
@@ -192,7 +186,7 @@ def test_it_marks_spot_requests_tier_spot(f0, t0):
 )
 def test_it_names_the_field_of_bad_input(f0, t0, change, field):
     with pytest.raises(InvalidInput) as refused:
-        services.submit_reservation(
+        admission.submit_reservation(
             actor=f0.alice,
             project=f0.alpha,
             gpu_model=f0.model,
@@ -208,7 +202,7 @@ def test_it_names_the_field_of_bad_input(f0, t0, change, field):
 
 def test_it_lets_only_members_request(f0, t0):
     with pytest.raises(NotPermitted):
-        services.submit_reservation(
+        admission.submit_reservation(
             actor=f0.bob,
             project=f0.alpha,
             gpu_model=f0.model,

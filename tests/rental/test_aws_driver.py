@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import pytest
 
-from rental.localcloud import LocalCloud
+from devcloud.server import LocalCloud
 from rental.providers.aws import AwsProvider
 from rental.providers.base import (
     TAG_IDEMPOTENCY_KEY,

@@ -5,7 +5,11 @@ from datetime import timedelta
 
 import pytest
 
-from rental import services
+from rental.fleet import instances, sync, termination
+from rental.fleet.cloud import LaunchRetry
+from rental.fleet.instances import _claim_launch, launch_spec, provider_for
+from rental.fleet.sync import SyncRow
+from rental.loans import admission, ending
 from rental.models import Instance, Reservation, TerminationReason, UsageRecord
 from rental.providers.base import (
     TAG_IDEMPOTENCY_KEY,
@@ -15,8 +19,6 @@ from rental.providers.base import (
     TAG_RESERVATION,
     CloudState,
 )
-from rental.services.instances import _claim_launch, launch_spec, provider_for
-from rental.services.sync import SyncRow
 from tests import factories
 
 Status = Reservation.Status
@@ -37,7 +39,7 @@ def cloud_instances(f0c):
 
 
 def submit(f0c, now, *, gpus=1, hours=2):
-    return services.submit_reservation(
+    return admission.submit_reservation(
         actor=f0c.alice,
         project=f0c.alpha,
         gpu_model=f0c.model,
@@ -52,15 +54,15 @@ def submit(f0c, now, *, gpus=1, hours=2):
 def launched(f0c, t0, **kwargs):
     lease = submit(f0c, t0, **kwargs)
     for instance in lease.instances.all():
-        services.provision_instance(instance_id=instance.pk, now=t0)
-    services.sync_instances(now=t0 + timedelta(seconds=30))
+        instances.provision_instance(instance_id=instance.pk, now=t0)
+    sync.sync_instances(now=t0 + timedelta(seconds=30))
     return Reservation.objects.get(pk=lease.pk)
 
 
 def test_it_launches_tags_and_marks_running(f0c, t0):
     lease = submit(f0c, t0)
     instance = lease.instances.get()
-    services.provision_instance(instance_id=instance.pk, now=t0)
+    instances.provision_instance(instance_id=instance.pk, now=t0)
 
     instance.refresh_from_db()
     assert instance.state == State.LAUNCHING
@@ -74,7 +76,7 @@ def test_it_launches_tags_and_marks_running(f0c, t0):
     assert not UsageRecord.objects.exists()  # billing starts at running, not at launch
 
     running_at = t0 + timedelta(seconds=30)
-    services.sync_instances(now=running_at)
+    sync.sync_instances(now=running_at)
 
     instance.refresh_from_db()
     lease.refresh_from_db()
@@ -89,8 +91,8 @@ def test_it_launches_tags_and_marks_running(f0c, t0):
 
 def test_it_launches_once_when_the_task_is_delivered_twice(f0c, t0):
     instance = submit(f0c, t0).instances.get()
-    services.provision_instance(instance_id=instance.pk, now=t0)
-    services.provision_instance(instance_id=instance.pk, now=t0 + timedelta(seconds=1))
+    instances.provision_instance(instance_id=instance.pk, now=t0)
+    instances.provision_instance(instance_id=instance.pk, now=t0 + timedelta(seconds=1))
     assert len(cloud_instances(f0c)) == 1
 
 
@@ -102,10 +104,10 @@ def test_it_links_the_launch_of_a_worker_that_died_before_recording_it(f0c, t0, 
     instance.refresh_from_db()
     provider_for(instance).launch(launch_spec(instance), idempotency_key=instance.idempotency_key)
     # The duplicate delivery finds the row claimed and does nothing.
-    services.provision_instance(instance_id=instance.pk, now=t0 + timedelta(seconds=5))
+    instances.provision_instance(instance_id=instance.pk, now=t0 + timedelta(seconds=5))
     assert cloud.count("RunInstances") == 1
 
-    services.sync_instances(now=t0 + timedelta(seconds=30))
+    sync.sync_instances(now=t0 + timedelta(seconds=30))
 
     [only] = cloud_instances(f0c)
     instance.refresh_from_db()
@@ -119,7 +121,7 @@ def test_it_relaunches_a_stale_claim_without_a_second_instance(f0c, t0, cloud):
     instance.refresh_from_db()
     provider_for(instance).launch(launch_spec(instance), idempotency_key=instance.idempotency_key)
     later = t0 + timedelta(minutes=5)  # past PORTAL_LAUNCH_STALE_SECONDS
-    services.provision_instance(instance_id=instance.pk, now=later)
+    instances.provision_instance(instance_id=instance.pk, now=later)
     instance.refresh_from_db()
     assert len(cloud_instances(f0c)) == 1
     assert instance.external_id == cloud_instances(f0c)[0].external_id
@@ -128,7 +130,7 @@ def test_it_relaunches_a_stale_claim_without_a_second_instance(f0c, t0, cloud):
 def test_it_ends_a_lease_closes_usage_and_terminates(f0c, t0):
     lease = launched(f0c, t0)
     ended_at = t0 + timedelta(minutes=47)
-    services.end_reservation(actor=f0c.alice, reservation=lease, now=ended_at)
+    ending.end_reservation(actor=f0c.alice, reservation=lease, now=ended_at)
 
     usage = UsageRecord.objects.get()
     assert usage.end == ended_at
@@ -136,8 +138,8 @@ def test_it_ends_a_lease_closes_usage_and_terminates(f0c, t0):
     instance = lease.instances.get()
     assert instance.state == State.STOPPING
 
-    services.terminate_instance(instance_id=instance.pk, now=ended_at)
-    services.terminate_instance(instance_id=instance.pk, now=ended_at)  # a duplicate
+    termination.terminate_instance(instance_id=instance.pk, now=ended_at)
+    termination.terminate_instance(instance_id=instance.pk, now=ended_at)  # a duplicate
 
     instance.refresh_from_db()
     lease.refresh_from_db()
@@ -150,8 +152,8 @@ def test_it_ends_a_lease_closes_usage_and_terminates(f0c, t0):
 def test_it_ends_leases_at_their_end_not_when_the_task_runs(f0c, t0):
     lease = launched(f0c, t0, hours=1)
     late = lease.end + timedelta(seconds=40)
-    assert services.end_expired_leases(now=late) == 1
-    assert services.end_expired_leases(now=late) == 0
+    assert ending.end_expired_leases(now=late) == 1
+    assert ending.end_expired_leases(now=late) == 0
     usage = UsageRecord.objects.get()
     assert usage.end == lease.end
     assert usage.end_reason == TerminationReason.LEASE_END
@@ -162,7 +164,7 @@ def test_it_closes_usage_when_the_cloud_ended_the_instance(f0c, t0):
     instance = lease.instances.get()
     provider_for(instance).terminate([instance.external_id], region="us-east-1")
 
-    services.sync_instances(now=t0 + timedelta(hours=1))
+    sync.sync_instances(now=t0 + timedelta(hours=1))
 
     instance.refresh_from_db()
     lease.refresh_from_db()
@@ -176,15 +178,15 @@ def test_it_closes_usage_when_the_cloud_ended_the_instance(f0c, t0):
 def test_it_retries_capacity_errors_and_fails_bad_requests_at_once(f0c, t0, cloud):
     first = submit(f0c, t0).instances.get()
     cloud.inject("RunInstances", "InsufficientInstanceCapacity", "no A100 today")
-    with pytest.raises(services.LaunchRetry):
-        services.provision_instance(instance_id=first.pk, now=t0)
+    with pytest.raises(LaunchRetry):
+        instances.provision_instance(instance_id=first.pk, now=t0)
     first.refresh_from_db()
     assert first.state == State.REQUESTED  # free to be claimed by the retry
     assert "no A100 today" in first.last_error
 
     second = submit(f0c, t0).instances.get()
     cloud.inject("RunInstances", "InvalidParameterValue", "bad image")
-    services.provision_instance(instance_id=second.pk, now=t0)
+    instances.provision_instance(instance_id=second.pk, now=t0)
     second.refresh_from_db()
     assert second.state == State.FAILED
     lease = second.reservation
@@ -195,8 +197,8 @@ def test_it_retries_capacity_errors_and_fails_bad_requests_at_once(f0c, t0, clou
 
 def test_it_does_not_launch_for_a_lease_ended_before_its_launch(f0c, t0, cloud):
     lease = submit(f0c, t0)
-    services.end_reservation(actor=f0c.alice, reservation=lease, now=t0)
-    services.provision_instance(instance_id=lease.instances.get().pk, now=t0)
+    ending.end_reservation(actor=f0c.alice, reservation=lease, now=t0)
+    instances.provision_instance(instance_id=lease.instances.get().pk, now=t0)
     assert cloud.count("RunInstances") == 0
     assert Reservation.objects.get(pk=lease.pk).status == Status.ENDED
 
@@ -207,9 +209,9 @@ def test_it_keeps_a_launch_recorded_while_the_sync_was_describing(f0c, t0, cloud
     instance = submit(f0c, t0).instances.get()
     rows = [SyncRow(instance.pk, instance.external_id)]  # the sync reads the row: no cloud id
     snapshot = cloud_instances(f0c)  # ... and describes: nothing launched yet
-    services.provision_instance(instance_id=instance.pk, now=t0)  # the launch lands meanwhile
+    instances.provision_instance(instance_id=instance.pk, now=t0)  # the launch lands meanwhile
 
-    services.sync.apply_sync(rows=rows, cloud=snapshot, now=t0 + timedelta(seconds=1))
+    sync.apply_sync(rows=rows, cloud=snapshot, now=t0 + timedelta(seconds=1))
 
     instance.refresh_from_db()
     assert instance.state == State.LAUNCHING
@@ -218,6 +220,6 @@ def test_it_keeps_a_launch_recorded_while_the_sync_was_describing(f0c, t0, cloud
     [running] = cloud_instances(f0c)
     assert running.external_id == instance.external_id
 
-    services.sync_instances(now=t0 + timedelta(seconds=30))  # the next sync sees it running
+    sync.sync_instances(now=t0 + timedelta(seconds=30))  # the next sync sees it running
     instance.refresh_from_db()
     assert instance.state == State.RUNNING

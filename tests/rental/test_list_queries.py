@@ -6,7 +6,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from portal.models import Membership
-from rental import services
+from rental.loans import admission
 from rental.models import Quota
 from tests import factories
 
@@ -20,7 +20,7 @@ def count_queries(client, url: str) -> int:
 
 def add_leases(f0, how_many: int) -> None:
     for _ in range(how_many):
-        services.submit_reservation(
+        admission.submit_reservation(
             actor=f0.alice,
             project=f0.alpha,
             gpu_model=f0.model,

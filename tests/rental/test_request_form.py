@@ -6,7 +6,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from rental import services
+from rental.loans import admission
 from rental.models import Reservation
 
 
@@ -52,7 +52,7 @@ def test_it_previews_the_manager_and_the_refusal(f0, client, form_data, t0):
     # The guarantee is held by a production lease: no lower-priority lease of the
     # project could give it back (Q6), so another production lease is refused.
     for priority in ("production", "experiment", "experiment"):
-        services.submit_reservation(
+        admission.submit_reservation(
             actor=f0.alice,
             project=f0.alpha,
             gpu_model=f0.model,

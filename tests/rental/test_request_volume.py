@@ -9,9 +9,10 @@ from datetime import timedelta
 import pytest
 from django.urls import reverse
 
-from rental import services
+from rental.catalog import volumes
+from rental.fleet import instances, sync, volume_cloud
+from rental.loans import admission
 from rental.models import DataVolume, Reservation
-from rental.services import volume_cloud, volumes
 from tests import factories
 
 
@@ -61,7 +62,7 @@ def test_it_lists_only_the_projects_available_volumes_with_size_and_zone(f0v, cl
     volume(f0v, name="weights", zone="us-east-1a", size=50)
     held = volume(f0v, name="held")
     volume(f0v, project=f0v.beta, name="theirs")
-    services.submit_reservation(
+    admission.submit_reservation(
         actor=f0v.alice,
         project=f0v.alpha,
         gpu_model=f0v.model,
@@ -136,8 +137,8 @@ def test_it_submits_with_the_volume_and_launches_in_its_zone(f0v, client, t0):
     )
 
     [instance] = lease.instances.all()
-    services.provision_instance(instance_id=instance.pk, now=t0)
-    services.sync_instances(now=t0 + timedelta(seconds=30))
+    instances.provision_instance(instance_id=instance.pk, now=t0)
+    sync.sync_instances(now=t0 + timedelta(seconds=30))
     instance.refresh_from_db()
     assert instance.zone == "us-east-1b"  # the volume's zone, not the offering's first
     volume_cloud.attach_in_cloud(made.pk, now=t0 + timedelta(seconds=31))
@@ -175,7 +176,7 @@ def test_it_refuses_a_volume_it_cannot_use_on_its_field_and_writes_nothing(
     }
     pk = picks[case]()
     if case == "held":
-        holder = services.submit_reservation(
+        holder = admission.submit_reservation(
             actor=f0v.alice,
             project=f0v.alpha,
             gpu_model=f0v.model,

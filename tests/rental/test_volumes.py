@@ -8,10 +8,11 @@ import pytest
 from billing.services import close_period, recompute_closed
 from billing.statements import compute_period
 from portal.errors import InvalidInput
-from rental import services
+from rental.catalog import volumes
+from rental.fleet import instances, stop, sync, termination, volume_cloud
+from rental.fleet.instances import provider_for
+from rental.loans import admission, ending
 from rental.models import DataVolume, Instance, StorageInterval
-from rental.services import stop, volume_cloud, volumes
-from rental.services.instances import provider_for
 from tests import factories
 
 
@@ -79,8 +80,8 @@ def test_it_places_the_launch_in_the_volume_zone_attaches_and_keeps_it_at_the_en
         now=t0,
     )
     [instance] = lease.instances.all()
-    services.provision_instance(instance_id=instance.pk, now=t0)
-    services.sync_instances(now=t0 + timedelta(seconds=30))
+    instances.provision_instance(instance_id=instance.pk, now=t0)
+    sync.sync_instances(now=t0 + timedelta(seconds=30))
     instance.refresh_from_db()
     assert instance.zone == "us-east-1b"  # the volume's zone, not the offering's first
     assert instance.root_disk_gb == 100
@@ -106,8 +107,8 @@ def test_it_places_the_launch_in_the_volume_zone_attaches_and_keeps_it_at_the_en
             now=t0,
         )
 
-    services.end_reservation(actor=f0c.alice, reservation=lease, now=t0 + timedelta(hours=1))
-    services.terminate_instance(instance_id=instance.pk, now=t0 + timedelta(hours=1))
+    ending.end_reservation(actor=f0c.alice, reservation=lease, now=t0 + timedelta(hours=1))
+    termination.terminate_instance(instance_id=instance.pk, now=t0 + timedelta(hours=1))
     volume.refresh_from_db()
     assert (volume.state, volume.attached_instance_id) == ("available", None)
     [after] = cloud_volumes(volume)  # detached, never deleted
@@ -149,7 +150,7 @@ def test_it_bills_storage_per_gb_second_split_at_the_month_boundary(f0c):
 
 
 def test_it_bills_a_stopped_disk_until_it_resumes(f0c, t0):
-    lease = services.submit_reservation(
+    lease = admission.submit_reservation(
         actor=f0c.alice,
         project=f0c.alpha,
         gpu_model=f0c.model,
@@ -160,8 +161,8 @@ def test_it_bills_a_stopped_disk_until_it_resumes(f0c, t0):
         now=t0,
     )
     [instance] = lease.instances.all()
-    services.provision_instance(instance_id=instance.pk, now=t0)
-    services.sync_instances(now=t0 + timedelta(seconds=30))
+    instances.provision_instance(instance_id=instance.pk, now=t0)
+    sync.sync_instances(now=t0 + timedelta(seconds=30))
     lease.refresh_from_db()
     stopped = t0 + timedelta(hours=1)
     stop.stop_lease(actor=f0c.alice, reservation=lease, now=stopped)

@@ -27,7 +27,8 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
-from rental import localcloud, services
+from devcloud import server as localcloud
+from rental.catalog import accounts
 from rental.demo import DEMO_ACCOUNT, DEMO_USERS
 from rental.models import ProviderAccount
 
@@ -130,14 +131,14 @@ class Command(BaseCommand):
             account.is_active = True
             account.save(update_fields=["driver", "regions", "endpoint_url", "is_active"])
         if not self.credentials_readable(account):
-            services.set_credentials(
+            accounts.set_credentials(
                 actor=None,
                 account=account,
                 access_key_id=DEMO_ACCESS_KEY_ID,
                 secret_access_key=DEMO_SECRET_ACCESS_KEY,
                 source="command",
             )
-        account = services.validate_account(actor=None, account=account, source="command")
+        account = accounts.validate_account(actor=None, account=account, source="command")
         if account.status != ProviderAccount.Status.OK:
             raise CommandError(
                 f"The local cloud refused the demo account: {account.status_message}"

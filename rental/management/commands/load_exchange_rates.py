@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from portal.errors import DomainError
-from rental.services import exchange
+from rental.catalog import exchange
 
 FIELDS = ["currency", "units_per_billing_unit", "valid_from", "source"]
 

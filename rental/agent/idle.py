@@ -1,0 +1,260 @@
+"""Idle reaping (L6): a pure count over ordered samples, and what the portal does with it.
+
+A sample is idle when every GPU is below the threshold (and, when the site policy says
+so, nobody is connected). A sample without GPU readings is missing: it neither counts
+nor resets. An active sample resets the count to zero.
+"""
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from portal import audit
+from portal.errors import InvalidTransition, NotPermitted
+from portal.notifications import managers_of, notify
+from rental.models import Instance, Priority, Reservation, TerminationReason, UtilizationSample
+
+
+@dataclass(frozen=True)
+class IdleSample:
+    at: datetime
+    gpu_utilization: Sequence[float]
+    ssh_sessions: int | None = None
+
+
+@dataclass(frozen=True)
+class IdlePolicy:
+    threshold_percent: float = 5
+    require_nobody_connected: bool = False
+    warn: int = 20
+    reap: int | None = 30
+    alert_manager: int | None = None
+
+
+IDLE, ACTIVE, MISSING = "idle", "active", "missing"
+
+
+def classify(sample: IdleSample, policy: IdlePolicy) -> str:
+    if not sample.gpu_utilization:
+        return MISSING
+    if any(value >= policy.threshold_percent for value in sample.gpu_utilization):
+        return ACTIVE
+    if policy.require_nobody_connected:
+        if sample.ssh_sessions is None:
+            return MISSING
+        if sample.ssh_sessions > 0:
+            return ACTIVE
+    return IDLE
+
+
+def idle_counts(samples: Iterable[IdleSample], policy: IdlePolicy, *, start: int = 0) -> list[int]:
+    """The consecutive-idle count after each sample, in order, starting from ``start``."""
+    counts = []
+    count = start
+    for sample in samples:
+        kind = classify(sample, policy)
+        if kind == IDLE:
+            count += 1
+        elif kind == ACTIVE:
+            count = 0
+        counts.append(count)
+    return counts
+
+
+@dataclass(frozen=True)
+class IdleEvent:
+    at: datetime
+    action: str  # "warn" | "reap" | "alert_manager"
+    count: int
+
+
+def idle_events(
+    samples: Sequence[IdleSample], policy: IdlePolicy, *, start: int = 0
+) -> list[IdleEvent]:
+    """What happens at which sample: a warning the first time the count reaches ``warn``,
+    the reaping when it reaches ``reap``, the manager's alert at ``alert_manager``. Nothing
+    follows a reaping."""
+    events = []
+    before = start
+    for sample, count in zip(samples, idle_counts(samples, policy, start=start), strict=True):
+        for action, limit in (
+            ("warn", policy.warn),
+            ("alert_manager", policy.alert_manager),
+            ("reap", policy.reap),
+        ):
+            if limit is not None and before < limit <= count:
+                events.append(IdleEvent(at=sample.at, action=action, count=count))
+        if policy.reap is not None and count >= policy.reap:
+            break
+        before = count
+    return events
+
+
+def policy_for(priority: str) -> IdlePolicy:
+    numbers = settings.PORTAL_IDLE_POLICY.get(priority, {})
+    return IdlePolicy(
+        threshold_percent=settings.PORTAL_IDLE_THRESHOLD_PERCENT,
+        require_nobody_connected=settings.PORTAL_IDLE_REQUIRE_NOBODY_CONNECTED,
+        warn=numbers.get("warn", 20),
+        reap=numbers.get("reap"),
+        alert_manager=numbers.get("alert_manager"),
+    )
+
+
+def _as_idle_sample(row: UtilizationSample) -> IdleSample:
+    return IdleSample(at=row.at, gpu_utilization=row.gpu_utilization, ssh_sessions=row.ssh_sessions)
+
+
+def _window(policy: IdlePolicy) -> int:
+    return max(n for n in (policy.warn, policy.reap, policy.alert_manager) if n is not None)
+
+
+def count_before(instance: Instance, policy: IdlePolicy, *, before: datetime) -> int:
+    """The consecutive-idle count the instance had before ``before`` (since its reset)."""
+    rows = UtilizationSample.objects.filter(instance=instance, at__lt=before)
+    if instance.idle_reset_at:
+        rows = rows.filter(at__gt=instance.idle_reset_at)
+    recent = list(rows.order_by("-at")[: _window(policy) + 1])
+    recent.reverse()
+    counts = idle_counts([_as_idle_sample(row) for row in recent], policy)
+    return counts[-1] if counts else 0
+
+
+def apply_new_samples(instance: Instance, samples: Sequence[IdleSample], *, now: datetime) -> None:
+    """Within the caller's transaction, after the new samples are stored: warn, alert or
+    reap according to the lease's priority."""
+    lease = instance.reservation
+    if lease.status != Reservation.Status.ACTIVE or not samples:
+        return
+    policy = policy_for(lease.priority)
+    fresh = [s for s in samples if not instance.idle_reset_at or s.at > instance.idle_reset_at]
+    if not fresh:
+        return
+    # A busy first sample resets the count: the history need not be read (most heartbeats).
+    first_busy = classify(fresh[0], policy) == ACTIVE
+    start = 0 if first_busy else count_before(instance, policy, before=fresh[0].at)
+    for event in idle_events(fresh, policy, start=start):
+        if event.action == "warn":
+            _warn(instance, lease, event, policy, now=now)
+        elif event.action == "alert_manager":
+            _alert_manager(instance, lease, event)
+        elif event.action == "reap" and lease.priority != Priority.PRODUCTION:
+            _reap(instance, lease, event, now=now)
+            return
+    # Busy again after a warning: the warning no longer stands.
+    last_active = max((s.at for s in fresh if classify(s, policy) == ACTIVE), default=None)
+    if instance.idle_warned_at and last_active and last_active > instance.idle_warned_at:
+        instance.idle_warned_at = None
+        instance.save(update_fields=["idle_warned_at"])
+
+
+def _warn(instance: Instance, lease: Reservation, event: IdleEvent, policy: IdlePolicy, *, now):
+    instance.idle_warned_at = event.at
+    instance.save(update_fields=["idle_warned_at"])
+    minutes = event.count * settings.PORTAL_AGENT_HEARTBEAT_SECONDS // 60
+    if policy.reap is not None and lease.priority != Priority.PRODUCTION:
+        body = _(
+            "Every GPU of %(instance)s has been below %(threshold)s %% for %(minutes)s minutes. "
+            "It will be ended as idle after %(left)s more idle minutes unless you say you are "
+            "still using it."
+        ) % {
+            "instance": instance,
+            "threshold": policy.threshold_percent,
+            "minutes": minutes,
+            "left": (policy.reap - event.count) * settings.PORTAL_AGENT_HEARTBEAT_SECONDS // 60,
+        }
+    else:
+        body = _(
+            "Every GPU of %(instance)s has been below %(threshold)s %% for %(minutes)s minutes."
+        ) % {"instance": instance, "threshold": policy.threshold_percent, "minutes": minutes}
+    notify(
+        [lease.requester],
+        subject=_("Idle: %(lease)s") % {"lease": lease},
+        body=body,
+        link=lease.get_absolute_url(),
+    )
+    audit.record(
+        actor=None,
+        verb="instance.idle_warned",
+        obj=instance,
+        project=lease.project_id,
+        source="worker",
+        at=event.at,
+        after={"idle_samples": event.count},
+    )
+
+
+def _alert_manager(instance: Instance, lease: Reservation, event: IdleEvent) -> None:
+    notify(
+        managers_of(lease.project_id),
+        subject=_("Idle production lease: %(lease)s") % {"lease": lease},
+        body=_(
+            "%(instance)s of a production lease has had %(count)s idle samples in a row. "
+            "Production leases are never reaped; please check with %(user)s."
+        )
+        % {"instance": instance, "count": event.count, "user": lease.requester},
+        link=lease.get_absolute_url(),
+    )
+    audit.record(
+        actor=None,
+        verb="instance.idle_alerted",
+        obj=instance,
+        project=lease.project_id,
+        source="worker",
+        at=event.at,
+        after={"idle_samples": event.count},
+    )
+
+
+def _reap(instance: Instance, lease: Reservation, event: IdleEvent, *, now: datetime) -> None:
+    from rental.loans.ending import end_reservation
+
+    end_reservation(
+        actor=None, reservation=lease, reason=TerminationReason.IDLE, now=event.at, source="worker"
+    )
+    Reservation.objects.filter(pk=lease.pk).update(
+        status_message=_("Ended after %(count)s idle samples in a row.") % {"count": event.count}
+    )
+    notify(
+        [lease.requester],
+        subject=_("Reaped as idle: %(lease)s") % {"lease": lease},
+        body=_("Every GPU stayed below the idle threshold for %(count)s samples in a row.")
+        % {"count": event.count},
+        link=lease.get_absolute_url(),
+    )
+
+
+@transaction.atomic
+def still_using(
+    *, actor, instance: Instance, now: datetime | None = None, source: str = "web"
+) -> Instance:
+    """ "I'm still using it": the idle count starts again from zero, once per warning."""
+    now = now or timezone.now()
+    instance = (
+        Instance.objects.select_for_update().select_related("reservation").get(pk=instance.pk)
+    )
+    lease = instance.reservation
+    if actor.pk != lease.requester_id:
+        raise NotPermitted(_("Only the engineer who requested this lease can keep it."))
+    if instance.idle_warned_at is None or (
+        instance.idle_reset_at and instance.idle_reset_at >= instance.idle_warned_at
+    ):
+        raise InvalidTransition(_("There is no idle warning to answer."))
+    if lease.status != Reservation.Status.ACTIVE:
+        raise InvalidTransition(_("This lease is no longer active."))
+    instance.idle_reset_at = max(now, instance.agent_last_sample_at or now)
+    instance.save(update_fields=["idle_reset_at"])
+    audit.record(
+        actor=actor,
+        verb="instance.idle_reset",
+        obj=instance,
+        project=lease.project_id,
+        source=source,
+        at=now,
+    )
+    return instance

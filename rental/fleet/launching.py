@@ -1,0 +1,216 @@
+"""The launch's failover (L2) against the database: the places a launch may try, its
+attempts as rows, aiming an instance row at a place, and the message a person reads
+when it gives up. The decisions themselves are rental.services.failover's."""
+
+from datetime import datetime
+
+from django.conf import settings
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from rental import selectors
+from rental.catalog import exchange
+from rental.fleet.failover import (
+    Attempt,
+    GiveUp,
+    OfferingView,
+    Place,
+    Policy,
+    failure_summary,
+    places_in_order,
+)
+from rental.models import (
+    Image,
+    Instance,
+    LaunchAttempt,
+    Market,
+    Offering,
+    Pool,
+    Reservation,
+)
+
+
+def launch_policy() -> Policy:
+    return Policy(
+        max_attempts=settings.PORTAL_LAUNCH_MAX_ATTEMPTS,
+        timeout_seconds=settings.PORTAL_PROVISIONING_TIMEOUT_SECONDS,
+    )
+
+
+def image_for(lease: Reservation, offering: Offering) -> Image | None:
+    """The lease's image where ``offering`` runs: itself in its own account and region,
+    elsewhere the active image of the same name there."""
+    image = lease.image
+    if image is None:
+        return None
+    if (image.account_id, image.region) == (offering.account_id, offering.region):
+        return image
+    return (
+        Image.objects.filter(
+            account_id=offering.account_id,
+            region=offering.region,
+            name=image.name,
+            is_active=True,
+            state=Image.State.AVAILABLE,
+        )
+        .order_by("pk")
+        .first()
+    )
+
+
+def _driver_runs_image(image: Image | None, offering: Offering) -> bool:
+    """Failover never moves a lease to hosts whose driver cannot run its image's CUDA."""
+    from rental.catalog.images import conflict_message
+
+    return not conflict_message(image, offering)
+
+
+def _view(offering: Offering, market: str) -> OfferingView:
+    return OfferingView(
+        offering_id=offering.pk,
+        account_id=offering.account_id,
+        region=offering.region,
+        instance_type=offering.instance_type,
+        zones=tuple(offering.zones or ()),
+        rate=offering.rate_per_gpu_hour(market),
+    )
+
+
+def launch_places(instance: Instance) -> list[Place]:
+    """Every place this instance's launch may try, in order (L2)."""
+    lease = instance.reservation
+    chosen = lease.offering or instance.offering
+    others = [
+        offering
+        for offering in Offering.objects.filter(
+            gpu_model_id=lease.gpu_model_id,
+            gpus_per_instance=chosen.gpus_per_instance,
+            is_available=True,
+            account__is_active=True,
+        ).exclude(pk=chosen.pk)
+        if offering.price_per_hour(instance.market) is not None
+        and exchange.can_price(offering.currency, timezone.now())
+        and (lease.image is None or image_for(lease, offering) is not None)
+        and _driver_runs_image(lease.image, offering)
+    ]
+    places = places_in_order(
+        chosen=_view(chosen, instance.market),
+        others=[_view(offering, instance.market) for offering in others],
+        allow_other_types=lease.allow_other_instance_types,
+    )
+    from rental.catalog import volumes
+
+    return volumes.places_for_volume(lease, places)  # a data volume pins the zone
+
+
+def attempts_of(instance_id: int) -> list[Attempt]:
+    return [
+        Attempt(
+            place=Place(row.offering_id, row.account_id, row.region, row.instance_type, row.zone),
+            kind=row.kind,
+            at=row.at,
+        )
+        for row in LaunchAttempt.objects.filter(instance_id=instance_id).order_by("at", "pk")
+    ]
+
+
+def record_attempt(
+    instance: Instance, place: Place, *, kind: str, message: str, at: datetime
+) -> None:
+    LaunchAttempt.objects.create(
+        instance=instance,
+        offering_id=place.offering_id,
+        account_id=place.account_id,
+        region=place.region,
+        zone=place.zone,
+        instance_type=place.instance_type,
+        kind=kind,
+        message=message[:500],
+        at=at,
+    )
+
+
+def aim(instance: Instance, place: Place, *, now: datetime) -> None:
+    """Point the row at ``place`` before its launch: offering, account, region, zone, the
+    rate captured at launch (B1) and, for an offering priced in another currency, the
+    exchange rate in force now (rental.services.exchange) follow the place. Raises
+    InvalidInput naming the currency when no rate for it is in force."""
+    if (instance.offering_id, instance.account_id, instance.zone) == (
+        place.offering_id,
+        place.account_id,
+        place.zone,
+    ):
+        exchange.capture(instance, instance.offering, at=now)
+        instance.save(update_fields=exchange.CAPTURED_FIELDS)
+        return
+    offering = Offering.objects.select_related("account").get(pk=place.offering_id)
+    instance.offering = offering
+    instance.account = offering.account
+    instance.region = offering.region
+    instance.zone = place.zone
+    instance.rate_per_hour = selectors.rate_for(offering, instance.market) * instance.gpu_count
+    exchange.capture(instance, offering, at=now)
+    instance.root_disk_gb = offering.root_disk_gb
+    instance.save(
+        update_fields=[
+            "offering",
+            "account",
+            "region",
+            "zone",
+            "rate_per_hour",
+            "root_disk_gb",
+            *exchange.CAPTURED_FIELDS,
+        ]
+    )
+
+
+def failure_message(
+    instance: Instance,
+    attempts: list[Attempt],
+    decision: GiveUp,
+    *,
+    last_message: str,
+    now: datetime,
+) -> str:
+    """What a person can act on: what was tried, for how long, and what to try instead."""
+    lease = instance.reservation
+    if decision.reason == "permanent":
+        return _("The cloud refused the launch: %(message)s") % {"message": last_message}
+    started_at = instance.provisioning_since or lease.start
+    figures = failure_summary(attempts=attempts, started_at=started_at, now=now)
+    figures["model"] = lease.gpu_model.name
+    if figures["kind"] == "quota":
+        tried = _(
+            "The cloud accounts' quota for %(model)s is reached in %(places)s regions or "
+            "accounts after %(tries)s tries over %(minutes)s minutes"
+        )
+    elif figures["kind"] == "capacity":
+        tried = _(
+            "No %(model)s capacity in %(zones)s zones and %(types)s instance types after "
+            "%(tries)s tries over %(minutes)s minutes"
+        )
+    else:
+        tried = _(
+            "The cloud kept failing (%(kind)s) for %(model)s after %(tries)s tries over "
+            "%(minutes)s minutes"
+        )
+    message = tried % figures
+    if decision.reason == "timeout":
+        message = _("Not running within the provisioning timeout. %(tried)s") % {"tried": message}
+    return f"{message}; {suggestion(lease)}"
+
+
+def suggestion(lease: Reservation) -> str:
+    """What to ask for instead: spot (for an on-demand lease) and GPU models whose pool
+    has room for this many GPUs now."""
+    choices = []
+    if lease.market == Market.ON_DEMAND:
+        choices.append(_("spot"))
+    for pool in Pool.objects.exclude(gpu_model_id=lease.gpu_model_id).select_related("gpu_model"):
+        if pool.capacity - selectors.pool_running_gpus(pool.gpu_model_id) >= lease.gpu_count:
+            choices.append(pool.gpu_model.name)
+    if not choices:
+        return _("try fewer GPUs or a later start.")
+    return _("try %(choices)s, which have room, or fewer GPUs.") % {
+        "choices": _(" or ").join(choices[:3])
+    }

@@ -1,0 +1,337 @@
+"""The sync (L3): every live instance's state brought from the cloud in bulk, one
+paginated describe per account and region, applied to the rows read before it; rows
+missing past the grace period confirmed by a describe by id; orphans found on the way
+(L4); lost and overdue launches sent again or failed.
+
+A provider call is never made inside a database transaction.
+"""
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from rental import jobs
+from rental.fleet import orphans, recovery
+from rental.fleet.instances import (
+    _enqueue_provision,
+    _enqueue_terminate,
+    _link,
+    fail_instance,
+    installation_tags,
+    launch_may_be_in_flight,
+    mark_running,
+    mark_terminated,
+    mark_terminated_many,
+)
+from rental.models import Instance, Offering, ProviderAccount, RegionSync, Reservation
+from rental.providers.base import CloudInstance, CloudState, ProviderError
+from rental.providers.registry import get_provider
+
+logger = logging.getLogger(__name__)
+State = Instance.State
+Status = Reservation.Status
+
+
+@dataclass(frozen=True)
+class SyncRow:
+    """An instance row as the sync read it *before* asking the cloud: what the describe
+    answer is compared with (a cloud id recorded after this read is not in the snapshot)."""
+
+    pk: int
+    external_id: str
+
+
+def sync_plan() -> list[tuple[int, str]]:
+    """Every (provider account, region) to sync: where a live row is, and every region an
+    active account names or offers (an orphan may run there, L4). Accounts without
+    credentials are left out: nothing can be asked."""
+    pairs = set(
+        Instance.objects.filter(state__in=Instance.LIVE)
+        .order_by()
+        .values_list("account_id", "region")
+        .distinct()
+    )
+    accounts = {
+        account.pk: account
+        for account in ProviderAccount.objects.filter(
+            Q(pk__in={pair[0] for pair in pairs}) | Q(is_active=True)
+        ).exclude(credentials_encrypted="")
+    }
+    offered = set(
+        Offering.objects.filter(account__in=list(accounts)).values_list("account_id", "region")
+    )
+    for account in accounts.values():
+        if account.is_active:
+            pairs.update((account.pk, region) for region in account.regions)
+            pairs.update(pair for pair in offered if pair[0] == account.pk)
+    plan = sorted(pair for pair in pairs if pair[0] in accounts)
+    # Every region has its row before any of its tasks runs, so an account counts as
+    # synced only once each of its regions has been.
+    RegionSync.objects.bulk_create(
+        [RegionSync(account_id=account_id, region=region) for account_id, region in plan],
+        ignore_conflicts=True,
+    )
+    return plan
+
+
+def start_sync(*, now: datetime | None = None) -> list[tuple[int, str]]:
+    """The periodic sync (L3): one small task per account and region, each isolated (one
+    slow or failing region delays no other), then the launches past their timeout."""
+    now = now or timezone.now()
+    pairs = sync_plan()
+    for account_id, region in pairs:
+        jobs.sync_region(account_id, region)
+    _time_out_launches(now)
+    return pairs
+
+
+def sync_instances(*, now: datetime | None = None) -> int:
+    """One whole tick in this process (tests, the benchmark, ``manage.py``): every account
+    and region in turn, as their tasks would, then the launch sweep and timeouts. Returns
+    the instances changed."""
+    now = now or timezone.now()
+    changed = 0
+    for account_id, region in sync_plan():
+        changed += sync_account_region(account_id=account_id, region=region, now=now) or 0
+    recovery.sweep_launches(now=now)
+    changed += _time_out_launches(now)
+    return changed
+
+
+def sync_account_region(*, account_id: int, region: str, now: datetime | None = None) -> int | None:
+    """Sync one account in one region, unless another delivery holds its claim (then
+    None). The rows are read before the describe, so the snapshot is never older than the
+    rows compared with it. A failure is recorded for this region and the account; it never
+    reaches another region's task. Returns the instances changed."""
+    now = now or timezone.now()
+    claim = _claim_region(account_id, region, now)
+    if claim is None:
+        return None
+    error, changed = "", 0
+    try:
+        account = ProviderAccount.objects.exclude(credentials_encrypted="").get(pk=account_id)
+        rows = [
+            SyncRow(pk, external_id)
+            for pk, external_id in Instance.objects.filter(
+                state__in=Instance.LIVE, account_id=account_id, region=region
+            ).values_list("pk", "external_id")
+        ]
+        changed = sync_region(account=account, region=region, rows=rows, now=now)
+    except ProviderError as exc:
+        logger.warning("sync of account %s in %s failed: %s", account_id, region, exc.kind)
+        error = f"{exc.kind}: {exc.message}"
+    except Exception as exc:  # a bug or a broken account: recorded, never spread
+        logger.exception("sync of account %s in %s failed", account_id, region)
+        error = type(exc).__name__
+    finally:  # the result and the claim's release in one write (also after a BaseException)
+        _record_region(claim, now=now, error=error)
+    return changed
+
+
+def _claim_region(account_id: int, region: str, now: datetime) -> RegionSync | None:
+    """Claim one region's sync for PORTAL_SYNC_CLAIM_SECONDS (a conditional update: one
+    delivery wins). A worker that dies mid-sync holds it at most that long."""
+    row, _created = RegionSync.objects.get_or_create(account_id=account_id, region=region)
+    until = now + timedelta(seconds=settings.PORTAL_SYNC_CLAIM_SECONDS)
+    won = (
+        RegionSync.objects.filter(pk=row.pk)
+        .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lte=now))
+        .update(claimed_until=until)
+    )
+    if not won:
+        return None
+    row.claimed_until = until
+    return row
+
+
+def _record_region(claim: RegionSync, *, now: datetime, error: str) -> None:
+    """This region's result (releasing its claim), and the account's: good only when
+    none of its regions' last sync failed; its error names every failing region."""
+    result = (
+        {"sync_error": error[:1000], "sync_failed_at": now}
+        if error
+        else {"synced_at": now, "sync_error": ""}
+    )
+    RegionSync.objects.filter(pk=claim.pk, claimed_until=claim.claimed_until).update(
+        claimed_until=None, **result
+    )
+    regions = list(
+        RegionSync.objects.filter(account_id=claim.account_id).values_list(
+            "region", "sync_error", "synced_at"
+        )
+    )
+    failing = [(name, text) for name, text, _at in regions if text]
+    account = ProviderAccount.objects.filter(pk=claim.account_id)
+    if failing:
+        message = "; ".join(f"{name}: {text}" for name, text in failing)
+        account.update(sync_error=message[:1000], sync_failed_at=now)
+    elif all(at is not None for _name, _text, at in regions):
+        # The account's last good sync: when the last of its regions was last good.
+        account.update(synced_at=min(at for _name, _text, at in regions), sync_error="")
+    else:
+        account.update(sync_error="")
+
+
+def _time_out_launches(now: datetime) -> int:
+    """L2: a launch that has been provisioning longer than the provisioning timeout (from
+    the lease's start, or from the replacement or resume that began it) fails, and what it
+    created is terminated."""
+    timeout = settings.PORTAL_PROVISIONING_TIMEOUT_SECONDS
+    cut = now - timedelta(seconds=timeout)
+    overdue = (
+        Instance.objects.filter(state=State.LAUNCHING, reservation__status=Status.PROVISIONING)
+        .filter(
+            Q(provisioning_since__lt=cut)
+            | Q(provisioning_since__isnull=True, reservation__start__lt=cut)
+        )
+        .values_list("pk", flat=True)
+    )
+    message = _(
+        "Not running %(minutes)s minutes after the launch began (the provisioning timeout); "
+        "what was started is terminated. Try again, or another GPU model or region."
+    ) % {"minutes": round(timeout / 60)}
+    for pk in list(overdue):
+        fail_instance(instance_id=pk, message=message, now=now, code="provisioning_timeout")
+    return len(overdue)
+
+
+def sync_region(
+    *, account: ProviderAccount, region: str, rows: list[SyncRow], now: datetime
+) -> int:
+    """One account and region: one describe by the installation's tag, the changes applied
+    in one transaction, then one describe by id of the instances missing past the grace
+    period before any of them is marked gone."""
+    provider = get_provider(account.config())
+    cloud = provider.describe(region=region, tag_filter=installation_tags())
+    changed, missing = apply_sync(rows=rows, cloud=cloud, now=now)
+    if missing:
+        confirmed = provider.describe_ids([row.external_id for row in missing], region=region)
+        changed += apply_gone(rows=missing, cloud=confirmed, now=now)
+    found = orphans.find_orphans(account=account, region=region, cloud=cloud, now=now)
+    orphans.handle_orphans(
+        provider=provider, account=account, region=region, orphans=found, cloud=cloud, now=now
+    )
+    return changed
+
+
+@transaction.atomic
+def apply_sync(
+    *, rows: list[SyncRow], cloud: list[CloudInstance], now: datetime
+) -> tuple[int, list[SyncRow]]:
+    """Apply one describe taken after ``rows`` were read. Returns the instances changed
+    and the rows missing from the cloud for longer than the grace period, which only a
+    describe by id may mark gone (``apply_gone``)."""
+    by_id = {item.external_id: item for item in cloud}
+    by_key = {item.idempotency_key: item for item in cloud if item.idempotency_key}
+    read = {row.pk: row for row in rows}
+    grace = timedelta(seconds=settings.PORTAL_SYNC_GRACE_SECONDS)
+    changed = 0
+    overdue: list[SyncRow] = []
+    ended: dict[int, datetime] = {}
+    newly_missing: list[int] = []
+    seen_again: list[int] = []
+    instances = Instance.objects.select_for_update().filter(
+        pk__in=list(read), state__in=Instance.LIVE
+    )
+    for instance in instances.select_related("reservation"):
+        row = read[instance.pk]
+        found = (
+            by_id.get(row.external_id) if row.external_id else by_key.get(instance.idempotency_key)
+        )
+        if found is None:
+            if row.external_id and instance.external_id == row.external_id:
+                if instance.missing_since is None:
+                    newly_missing.append(instance.pk)
+                elif now - instance.missing_since >= grace:
+                    overdue.append(row)
+            elif not row.external_id and not instance.external_id:
+                changed += _handle_unseen_launch(instance, now=now)
+            continue
+        if instance.missing_since is not None:
+            seen_again.append(instance.pk)
+        changed += _apply_cloud_state(instance, found, now=now, ended=ended)
+    if newly_missing:
+        Instance.objects.filter(pk__in=newly_missing).update(missing_since=now)
+    if seen_again:
+        Instance.objects.filter(pk__in=seen_again).update(missing_since=None)
+    mark_terminated_many(ended)
+    return changed, overdue
+
+
+def _handle_unseen_launch(instance: Instance, *, now: datetime) -> int:
+    """A row with no cloud id that the describe does not list by its key either."""
+    if instance.state == State.STOPPING:
+        _enqueue_terminate(instance.pk)  # it decides whether a launch is still in flight
+        return 0
+    if instance.state == State.LAUNCHING and not launch_may_be_in_flight(instance, now=now):
+        instance.state = State.REQUESTED  # its worker died before reaching the cloud
+        instance.save(update_fields=["state"])
+        _enqueue_provision(instance.pk)
+        return 1
+    return 0
+
+
+def _apply_cloud_state(
+    instance: Instance,
+    found: CloudInstance,
+    *,
+    now: datetime,
+    ended: dict[int, datetime],
+) -> int:
+    """Apply what one describe says of one row; terminations are gathered in ``ended``
+    (row id → the cloud's time) and written in bulk by the caller."""
+    changed = 0
+    if not instance.external_id:
+        _link(instance, found, now=now)  # a launch whose worker died before recording it
+        changed += 1
+    if found.state in (CloudState.SHUTTING_DOWN, CloudState.TERMINATED):
+        at = found.state_changed_at or now
+        at = min(max(at, instance.running_at or at), now)
+        from rental.fleet import spot
+
+        reason = spot.reason_from_cloud(instance, found.state_reason)
+        if reason:  # a spot interruption (L7): rare, so handled one by one
+            mark_terminated(instance_id=instance.pk, at=at, reason=reason)
+            spot.after_sync_interruption(instance_id=instance.pk, now=now)
+        else:
+            ended[instance.pk] = at
+        return changed + 1
+    if found.state == CloudState.RUNNING and instance.state == State.LAUNCHING:
+        mark_running(instance, found, now=now)
+        return changed + 1
+    if instance.state == State.STOPPING:
+        _enqueue_terminate(instance.pk)  # the terminate task may have been lost
+    return changed
+
+
+@transaction.atomic
+def apply_gone(*, rows: list[SyncRow], cloud: list[CloudInstance], now: datetime) -> int:
+    """Apply a describe by id of instances missing past the grace period: one the cloud
+    does not know is gone (its usage closes when it was first missed: the cloud gives no
+    time for an instance it forgot); one it lists is handled as any describe answer."""
+    by_id = {item.external_id: item for item in cloud}
+    read = {row.pk: row for row in rows}
+    changed = 0
+    ended: dict[int, datetime] = {}
+    instances = Instance.objects.select_for_update().filter(
+        pk__in=list(read), state__in=Instance.LIVE
+    )
+    for instance in instances.select_related("reservation"):
+        if instance.external_id != read[instance.pk].external_id:
+            continue
+        found = by_id.get(instance.external_id)
+        if found is None:
+            at = instance.missing_since or now
+            ended[instance.pk] = max(at, instance.running_at or at)
+            changed += 1
+            continue
+        Instance.objects.filter(pk=instance.pk).update(missing_since=None)
+        changed += _apply_cloud_state(instance, found, now=now, ended=ended)
+    mark_terminated_many(ended)
+    return changed

@@ -1,0 +1,173 @@
+"""R1 over a request's fields, before any lock: the duration, the GPU count against the
+project's ceiling, the offering that carries it and the image it boots. Each break is a
+field error (``InvalidInput``) naming the field; nothing is written."""
+
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+from django.conf import settings
+from django.utils.translation import gettext as _
+
+from portal.errors import InvalidInput
+from portal.models import Project
+from rental import selectors
+from rental.loans.request_reads import RequestReads, read_for_request
+from rental.models import GpuModel, Image, Market, Offering, Priority, Quota
+
+
+def parse_hours(value: object) -> Decimal:
+    try:
+        hours = Decimal(str(value))
+    except (InvalidOperation, ValueError):
+        raise InvalidInput(_("Enter the duration in hours."), field="duration_hours") from None
+    if not hours.is_finite() or hours <= 0:
+        raise InvalidInput(_("The duration must be more than zero hours."), field="duration_hours")
+    if hours > settings.PORTAL_MAX_LEASE_HOURS:
+        raise InvalidInput(
+            _("A lease may last at most %(max)s hours.") % {"max": settings.PORTAL_MAX_LEASE_HOURS},
+            code="over_max_lease",
+            field="duration_hours",
+        )
+    if lease_seconds(hours) < 1:
+        # Time has one-second resolution: a shorter lease would end before it starts.
+        raise InvalidInput(
+            _("A lease lasts at least one second (%(h)s hours is less).") % {"h": hours},
+            code="too_short",
+            field="duration_hours",
+        )
+    return hours
+
+
+def lease_seconds(hours: Decimal) -> int:
+    return int(hours * 3600)
+
+
+def choose_offering(
+    *,
+    gpu_model: GpuModel,
+    gpu_count: int,
+    market: str,
+    offering: Offering | None,
+    candidates: list[Offering] | None = None,
+) -> Offering:
+    """The offering asked for, or the cheapest that fits; ``candidates``: the offerings
+    selling the model, when the caller has read them already."""
+    if candidates is None:
+        candidates = list(selectors.offerings_of(gpu_model))
+    fitting = selectors.fitting(candidates, gpu_count=gpu_count, market=market)
+    if offering is None:
+        if not fitting:
+            raise InvalidInput(
+                _("No offering carries %(n)s× %(model)s on the %(market)s market.")
+                % {"n": gpu_count, "model": gpu_model, "market": Market(market).label},
+                code="no_offering",
+                field="gpu_count",
+            )
+        return fitting[0]
+    if offering not in fitting:
+        raise InvalidInput(
+            _("%(offering)s cannot carry %(n)s× %(model)s on the %(market)s market.")
+            % {
+                "offering": offering,
+                "n": gpu_count,
+                "model": gpu_model,
+                "market": Market(market).label,
+            },
+            field="offering",
+        )
+    return offering
+
+
+@dataclass(frozen=True)
+class Validated:
+    """A request that passed R1: what it runs on, for how long, under which quota."""
+
+    offering: Offering
+    image: Image
+    hours: Decimal
+    quota: Quota
+
+
+def validate_request(
+    *,
+    project: Project,
+    gpu_model: GpuModel,
+    gpu_count: int,
+    offering: Offering | None,
+    duration_hours: object,
+    priority: str,
+    market: str,
+    image: Image | None,
+) -> tuple[Offering, Image, Decimal]:
+    """Check a request's fields (R1); returns the offering, image and hours to use."""
+    valid = validated(
+        project=project,
+        gpu_model=gpu_model,
+        gpu_count=gpu_count,
+        offering=offering,
+        duration_hours=duration_hours,
+        priority=priority,
+        market=market,
+        image=image,
+    )
+    return valid.offering, valid.image, valid.hours
+
+
+def validated(
+    *,
+    project: Project,
+    gpu_model: GpuModel,
+    gpu_count: int,
+    offering: Offering | None,
+    duration_hours: object,
+    priority: str,
+    market: str,
+    image: Image | None,
+    reads: RequestReads | None = None,
+) -> Validated:
+    """R1 over the request's fields; ``reads``: its rows, when the caller has read them
+    (``read_for_request``)."""
+    if priority not in Priority.values:
+        raise InvalidInput(_("Choose a priority."), field="priority")
+    if market not in Market.values:
+        raise InvalidInput(_("Choose on-demand or spot."), field="market")
+    if not isinstance(gpu_count, int) or isinstance(gpu_count, bool) or gpu_count < 1:
+        raise InvalidInput(_("Ask for at least one GPU."), field="gpu_count")
+    hours = parse_hours(duration_hours)
+    if reads is None:
+        reads = read_for_request(actor=None, project=project, gpu_model=gpu_model)
+    quota = reads.quota
+    ceiling = quota.ceiling if quota else 0
+    if quota is None or ceiling == 0:
+        raise InvalidInput(
+            _("%(project)s has no quota for %(model)s.") % {"project": project, "model": gpu_model},
+            code="no_quota",
+            field="gpu_model",
+        )
+    if gpu_count > ceiling:
+        raise InvalidInput(
+            _("At most %(ceiling)s GPUs: the project's ceiling for %(model)s.")
+            % {"ceiling": ceiling, "model": gpu_model},
+            code="over_ceiling",
+            field="gpu_count",
+            figures={"asked": gpu_count, "ceiling": ceiling},
+        )
+    chosen = choose_offering(
+        gpu_model=gpu_model,
+        gpu_count=gpu_count,
+        market=market,
+        offering=offering,
+        candidates=reads.offerings,
+    )
+    images = reads.images_on(chosen)
+    if image is None:
+        if not images:
+            raise InvalidInput(
+                _("No image is available for %(offering)s.") % {"offering": chosen}, field="image"
+            )
+        image = images[0]
+    elif image.pk not in {usable.pk for usable in images}:
+        raise InvalidInput(
+            _("This image cannot be used with %(offering)s.") % {"offering": chosen}, field="image"
+        )
+    return Validated(offering=chosen, image=image, hours=hours, quota=quota)

@@ -1,0 +1,310 @@
+"""Web pages of the loan model beyond the lease itself: pools and their week, extending
+a lease, availability watches and quota requests. Views parse input, call one service or
+selector, and render."""
+
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from portal import access
+from portal.errors import DomainError, InvalidInput
+from rental import selectors
+from rental.forms import RescheduleForm
+from rental.loans import extension, pools, quota_requests, reservations
+from rental.models import GpuModel, Pool, Quota, QuotaRequest, Reservation
+from rental.views.leases import project_page
+
+Status = Reservation.Status
+
+
+def _may_see_pools(user: Any) -> bool:
+    return access.sees_everything(user) or bool(access.roles(user))
+
+
+@login_required
+def pool_list(request: HttpRequest) -> HttpResponse:
+    if not _may_see_pools(request.user):
+        raise Http404
+    pools = selectors.pool_overviews(Pool.objects.select_related("gpu_model"))
+    return render(request, "rental/pools.html", {"pools": pools})
+
+
+@login_required
+def pool_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """A pool at a glance and its week: booked capacity against C (reserved, guaranteed
+    floor, free) so a person can see where a booking fits before asking. Aggregates only:
+    no project's leases are shown."""
+    if not _may_see_pools(request.user):
+        raise Http404
+    pool = Pool.objects.select_related("gpu_model").filter(pk=pk).first()
+    if pool is None:
+        raise Http404
+    today = timezone.now().date()
+    try:
+        first = (
+            date.fromisoformat(request.GET.get("week", "")) if request.GET.get("week") else today
+        )
+    except ValueError:
+        first = today
+    monday = first - timedelta(days=first.weekday())
+    since = datetime.combine(monday, time(0), tzinfo=UTC)
+    steps = reservations.week(pool, since=since)
+    days = [monday + timedelta(days=day) for day in range(7)]
+    rows = [
+        {"hour": hour, "cells": [steps[day * 24 + hour] for day in range(7)]} for hour in range(24)
+    ]
+    return render(
+        request,
+        "rental/pool.html",
+        {
+            "overview": selectors.pool_overview(pool),
+            "days": days,
+            "rows": rows,
+            "monday": monday,
+            "previous": monday - timedelta(days=7),
+            "next": monday + timedelta(days=7),
+        },
+    )
+
+
+# --- Extend, watch, quota requests -------------------------------------------------------
+
+
+def _lease_for_member(request: HttpRequest, pk: int) -> Reservation:
+    return access.get_lease_to_act_on_or_404(
+        Reservation.objects.select_related("project", "gpu_model"), request.user, pk=pk
+    )
+
+
+def _done(request: HttpRequest, error: DomainError | None, ok: str) -> None:
+    if error is None:
+        messages.success(request, ok)
+    else:
+        messages.error(request, error.message)
+
+
+@login_required
+@require_POST
+def lease_extend(request: HttpRequest, pk: int) -> HttpResponse:
+    lease = _lease_for_member(request, pk)
+    error = None
+    try:
+        lease = extension.extend_reservation(
+            actor=request.user, reservation=lease, hours=request.POST.get("hours", "")
+        )
+    except DomainError as caught:
+        error = caught
+    ok = (
+        _("The extension waits for a manager's approval.")
+        if lease.extension_until
+        else _("Lease #%(id)s now ends at %(end)s UTC.")
+        % {"id": lease.pk, "end": lease.end.strftime("%Y-%m-%d %H:%M")}
+    )
+    _done(request, error, ok)
+    return redirect("rental:lease", pk=pk)
+
+
+@login_required
+@require_POST
+def lease_reschedule(request: HttpRequest, pk: int) -> HttpResponse:
+    """Move or resize a booking before it starts (R2 re-checked without its own window)."""
+    lease = _lease_for_member(request, pk)
+    form = RescheduleForm(request.POST)
+    error: DomainError | None = None
+    if not form.is_valid():
+        error = InvalidInput(form.first_error())
+    else:
+        start = form.cleaned_data["start"]
+        hours = form.cleaned_data["duration_hours"]
+        try:
+            lease = reservations.reschedule_reservation(
+                actor=request.user,
+                reservation=lease,
+                start=start,
+                end=start + timedelta(seconds=int(hours * 3600)),
+                gpu_count=form.cleaned_data["gpu_count"],
+            )
+        except DomainError as caught:
+            error = caught
+    ok = _("Booking #%(id)s now runs %(start)s to %(end)s UTC on %(gpus)s GPUs.") % {
+        "id": lease.pk,
+        "start": lease.start.strftime("%Y-%m-%d %H:%M"),
+        "end": lease.end.strftime("%Y-%m-%d %H:%M"),
+        "gpus": lease.gpu_count,
+    }
+    _done(request, error, ok)
+    return redirect("rental:lease", pk=pk)
+
+
+@login_required
+@require_POST
+def lease_extension_decide(request: HttpRequest, pk: int) -> HttpResponse:
+    lease = access.get_visible_or_404(Reservation.objects.all(), request.user, pk=pk)
+    access.require_manager(request.user, lease.project)
+    approve = request.POST.get("decision") == "approve"
+    error = None
+    try:
+        extension.decide_extension(
+            actor=request.user,
+            reservation=lease,
+            approve=approve,
+            comment=request.POST.get("comment", ""),
+        )
+    except DomainError as caught:
+        error = caught
+    _done(request, error, _("Extension approved.") if approve else _("Extension refused."))
+    return redirect("rental:lease", pk=pk)
+
+
+@login_required
+@require_POST
+def lease_watch(request: HttpRequest, pk: int) -> HttpResponse:
+    lease = _lease_for_member(request, pk)
+    error = None
+    try:
+        pools.watch_availability(
+            actor=request.user, gpu_model=lease.gpu_model, count=lease.gpu_count
+        )
+    except DomainError as caught:
+        error = caught
+    _done(
+        request,
+        error,
+        _("You will be told once when %(n)s× %(model)s are free.")
+        % {"n": lease.gpu_count, "model": lease.gpu_model},
+    )
+    return redirect("rental:lease", pk=pk)
+
+
+@login_required
+@require_POST
+def quota_request_new(request: HttpRequest, slug: str) -> HttpResponse:
+    project = access.get_project_or_404(request.user, slug)
+    access.require_member(request.user, project)
+    gpu_model = (
+        Quota.objects.filter(project=project, gpu_model_id=request.POST.get("gpu_model") or 0)
+        .values_list("gpu_model", flat=True)
+        .first()
+    )
+    error = None
+    if gpu_model is None:
+        error = InvalidInput(_("Choose one of the project's GPU models."), field="gpu_model")
+    else:
+        try:
+            quota_requests.request_quota_change(
+                actor=request.user,
+                project=project,
+                gpu_model=GpuModel.objects.get(pk=gpu_model),
+                guaranteed=request.POST.get("guaranteed", "").strip() or None,
+                ceiling=request.POST.get("ceiling", "").strip() or None,
+                reason=request.POST.get("reason", ""),
+            )
+        except DomainError as caught:
+            error = caught
+    _done(request, error, _("Your request is sent to the people who decide it."))
+    return redirect("rental:project", slug=slug)
+
+
+@login_required
+@require_POST
+def quota_request_decide(request: HttpRequest, pk: int) -> HttpResponse:
+    asked = access.get_visible_or_404(
+        QuotaRequest.objects.select_related("project"), request.user, pk=pk
+    )
+    if not quota_requests.may_decide(request.user, asked):
+        raise Http404
+    approve = request.POST.get("decision") == "approve"
+    error = None
+    try:
+        quota_requests.decide_quota_request(
+            actor=request.user,
+            request=asked,
+            approve=approve,
+            comment=request.POST.get("comment", ""),
+        )
+    except DomainError as caught:
+        error = caught
+    _done(
+        request,
+        error,
+        _("Quota change approved.") if approve else _("Quota change rejected."),
+    )
+    return redirect("rental:project", slug=asked.project.slug)
+
+
+# --- Auto-approve limits (managers) and their caps (admins) -----------------------------
+
+
+def _quota_of(request: HttpRequest, slug: str, pk: int) -> tuple[Any, Quota]:
+    project = access.get_project_or_404(request.user, slug)
+    quota = Quota.objects.filter(project=project, pk=pk).select_related("gpu_model").first()
+    if quota is None:
+        raise Http404
+    return project, quota
+
+
+def _refused(
+    request: HttpRequest, project: Any, quota: Quota, form: str, error: DomainError
+) -> HttpResponse:
+    """The project page again, with the error beside the field that caused it."""
+    return project_page(
+        request,
+        project,
+        quota_errors={
+            "key": f"{quota.pk}:{form}",
+            "field": error.field or "",
+            "message": error.message,
+            "values": request.POST,
+        },
+        status=error.status,
+    )
+
+
+@login_required
+@require_POST
+def quota_auto_approve(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    """A manager sets the quota's auto-approve limits, within the admin's caps."""
+    project, quota = _quota_of(request, slug, pk)
+    access.require_manager(request.user, project)
+    try:
+        quota_requests.set_auto_approve_limits(
+            actor=request.user,
+            quota=quota,
+            max_gpus=request.POST.get("max_gpus_per_lease", "").strip(),
+            max_hours=request.POST.get("max_hours_per_lease", "").strip(),
+        )
+    except DomainError as error:
+        return _refused(request, project, quota, "limits", error)
+    messages.success(
+        request, _("Auto-approve limits for %(model)s saved.") % {"model": quota.gpu_model}
+    )
+    return redirect("rental:project", slug=slug)
+
+
+@login_required
+@require_POST
+def quota_auto_approve_caps(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    """An admin sets how high the managers may set the quota's auto-approve limits."""
+    project, quota = _quota_of(request, slug, pk)
+    access.require_admin(request.user)
+    try:
+        quota_requests.set_auto_approve_caps(
+            actor=request.user,
+            quota=quota,
+            gpus_cap=request.POST.get("auto_approve_gpus_cap", "").strip(),
+            hours_cap=request.POST.get("auto_approve_hours_cap", "").strip(),
+        )
+    except DomainError as error:
+        return _refused(request, project, quota, "caps", error)
+    messages.success(
+        request,
+        _("Caps on the auto-approve limits for %(model)s saved.") % {"model": quota.gpu_model},
+    )
+    return redirect("rental:project", slug=slug)

@@ -1,0 +1,580 @@
+"""Web pages of the compute side: ask for GPUs, follow and end leases, decide requests,
+and the project pages. Views parse input, call one service or selector, and render."""
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from portal import access
+from portal.errors import DomainError, InvalidInput, QuotaExceeded
+from portal.models import Project
+from rental import selectors
+from rental.catalog import volumes
+from rental.catalog.images import check_image_fits
+from rental.forms import DecisionForm, LeaseRequestForm, RescheduleForm
+from rental.loans import admission, ending, extension, lease_request, quota_requests
+from rental.loans.admission import preview_admission
+from rental.loans.reservations import preview_booking
+from rental.loans.validation import parse_hours, validate_request
+from rental.loans.waiting import lease_wait
+from rental.models import DataVolume, Offering, QuotaRequest, Reservation, Tier
+from rental.selectors import QuotaStatus
+from rental.views import agent as agent_views
+from rental.views import images as image_views
+
+Status = Reservation.Status
+
+# A page that shows any of these keeps asking for news every few seconds.
+POLL_WHILE = frozenset(
+    {Status.PENDING_APPROVAL, Status.QUEUED, Status.PROVISIONING, Status.ACTIVE, Status.ENDING}
+)
+STATUS_GROUPS = {
+    "active": Reservation.HOLDING,
+    "waiting": (Status.PENDING_APPROVAL, Status.SCHEDULED, Status.QUEUED),
+    "ended": Reservation.FINAL,
+}
+LEASES_PER_PAGE = 50
+
+
+def _polling(leases: Any) -> bool:
+    return any(lease.status in POLL_WHILE for lease in leases)
+
+
+def may_end_lease(user: Any, lease: Reservation) -> bool:
+    return access.can_act_on_lease(user, lease)
+
+
+def _put_on_form(form: Any, error: DomainError) -> None:
+    field = error.field if error.field in form.fields else None
+    form.add_error(field, ValidationError(error.message, code=error.code))
+
+
+# --- Asking for GPUs -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What the request form shows before it is sent: quota, price and admission preview."""
+
+    quota: QuotaStatus | None
+    offering: Offering | None
+    instance_count: int
+    gpu_count: int
+    hours: Decimal | None
+    rate_per_gpu_hour: Decimal | None
+    rate_per_hour: Decimal | None
+    total: Decimal | None
+    outcome: str  # guaranteed | burst | spot | queued | approval | refused | invalid
+    title: str
+    message: str = ""
+    code: str = ""
+    volume: DataVolume | None = None  # the launch is placed in its zone
+
+
+def estimate(form: LeaseRequestForm) -> Estimate:
+    """Read-only preview of what ``submit_reservation`` would do with the form's values.
+
+    The same checks in the same order (R1, auto-approve limits, Q2, Q4), without locks,
+    so a request that races another may still land differently."""
+    project, gpu_model = form.current_project, form.current_gpu_model
+    gpu_count, market = form.current_gpu_count, form.current_market
+    priority = form.current_priority
+    offering = form.current_offering
+    quota = selectors.quota_status(project=project, gpu_model=gpu_model) if gpu_model else None
+    try:
+        hours: Decimal | None = parse_hours(form.raw_duration)
+    except InvalidInput:
+        hours = None
+    rate = offering.rate_per_gpu_hour(market) if offering else None
+    per_hour = rate * gpu_count if rate is not None else None
+    price = {
+        "quota": quota,
+        "offering": offering,
+        "instance_count": gpu_count // offering.gpus_per_instance if offering else 0,
+        "gpu_count": gpu_count,
+        "hours": hours,
+        "rate_per_gpu_hour": rate,
+        "rate_per_hour": per_hour,
+        "total": per_hour * hours if per_hour is not None and hours is not None else None,
+        "volume": form.current_volume,
+    }
+    if "gpu_count" in form.too_large:
+        return Estimate(
+            **price,
+            outcome="invalid",
+            title=_("Cannot be sent as it is"),
+            message=_("GPUs: ask for at most %(max)s.") % {"max": form.too_large["gpu_count"]},
+            code="invalid",
+        )
+    if project is None or gpu_model is None:
+        return Estimate(
+            **price,
+            outcome="invalid",
+            title=_("Nothing to rent yet"),
+            message=_("None of your projects has a quota for a GPU model on sale."),
+        )
+    try:
+        validate_request(
+            project=project,
+            gpu_model=gpu_model,
+            gpu_count=gpu_count,
+            offering=offering,
+            duration_hours=form.raw_duration,
+            priority=priority,
+            market=market,
+            image=form.current_image,
+        )
+        if form.current_volume is not None:
+            volumes.check_volume(
+                form.current_volume,
+                project=project,
+                gpu_model=gpu_model,
+                gpu_count=gpu_count,
+                market=market,
+                offering=form.offerings_by_pk.get(form.raw_offering),
+            )
+        check_image_fits(form.current_image, offering)
+        decision = preview_admission(
+            project=project,
+            gpu_model=gpu_model,
+            gpu_count=gpu_count,
+            hours=hours,
+            priority=priority,
+            market=market,
+            start=form.current_start,
+        )
+    except QuotaExceeded as error:
+        return Estimate(
+            **price, outcome="refused", title=_("Refused"), message=error.message, code=error.code
+        )
+    except InvalidInput as error:
+        return Estimate(
+            **price,
+            outcome="invalid",
+            title=_("Cannot be sent as it is"),
+            message=error.message,
+            code=error.code,
+        )
+    start = form.current_start
+    if start is not None and decision.status != Status.PENDING_APPROVAL:
+        try:
+            preview_booking(
+                project=project,
+                gpu_model=gpu_model,
+                gpu_count=gpu_count,
+                market=market,
+                start=start,
+                hours=hours,
+            )
+        except (QuotaExceeded, InvalidInput) as error:
+            return Estimate(
+                **price,
+                outcome="refused",
+                title=_("Cannot be booked"),
+                message=error.message,
+                code=error.code,
+            )
+        return Estimate(
+            **price,
+            outcome="scheduled",
+            title=_("Booked from %(at)s UTC") % {"at": start.strftime("%Y-%m-%d %H:%M")},
+            message=_(
+                "The pool has room over the whole window (R2); the GPUs are freed for it "
+                "just before the start."
+            ),
+        )
+    if decision.status == Status.PENDING_APPROVAL:
+        return Estimate(
+            **price,
+            outcome="approval",
+            title=_("Needs a manager's approval"),
+            message=decision.message,
+            code=decision.code,
+        )
+    if decision.status == Status.QUEUED:
+        return Estimate(
+            **price,
+            outcome="queued",
+            title=_("Queued for capacity (%(tier)s)") % {"tier": Tier(decision.tier).label},
+            message=decision.message,
+            code=decision.code,
+        )
+    titles = {
+        Tier.GUARANTEED: _("Starts now, guaranteed"),
+        Tier.BURST: _("Starts now, as burst"),
+        Tier.SPOT: _("Starts now, on spot"),
+    }
+    details = {
+        Tier.GUARANTEED: _("Within the project's guarantee: never preempted by other projects."),
+        Tier.BURST: _(
+            "Above the guarantee, within the ceiling: may be preempted when another "
+            "project takes back its guarantee."
+        ),
+        Tier.SPOT: _("Spot capacity is cheaper and may be interrupted at any time."),
+    }
+    return Estimate(
+        **price,
+        outcome=decision.tier,
+        title=titles.get(decision.tier, Tier(decision.tier).label),
+        message=details.get(decision.tier, ""),
+    )
+
+
+def _submitted_message(lease: Reservation) -> str:
+    values = {"id": lease.pk, "tier": lease.get_tier_display().lower()}
+    if lease.status == Status.PROVISIONING:
+        return _("Lease #%(id)s admitted as %(tier)s; its instances are starting.") % values
+    if lease.status == Status.QUEUED:
+        return _("Lease #%(id)s is queued: %(reason)s") % {**values, "reason": lease.status_message}
+    if lease.status == Status.PENDING_APPROVAL:
+        return _("Lease #%(id)s waits for a manager's approval: %(reason)s") % {
+            **values,
+            "reason": lease.status_message,
+        }
+    return _("Lease #%(id)s is %(status)s.") % {
+        **values,
+        "status": lease.get_status_display().lower(),
+    }
+
+
+@login_required
+def lease_new(request: HttpRequest) -> HttpResponse:
+    status = 200
+    if request.method == "POST":
+        form = LeaseRequestForm(request.POST, user=request.user)
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                lease = lease_request.submit_lease(
+                    actor=request.user,
+                    ssh_keys=list(data["ssh_keys"]),
+                    data_volume=data["data_volume"],
+                    project=data["project"],
+                    gpu_model=data["gpu_model"],
+                    gpu_count=data["gpu_count"],
+                    duration_hours=data["duration_hours"],
+                    priority=data["priority"],
+                    market=data["market"],
+                    offering=data["offering"],
+                    image=data["image"],
+                    purpose=data["purpose"],
+                    requeue_on_preemption=data["requeue_on_preemption"],
+                    allow_other_instance_types=data["allow_other_instance_types"],
+                    start=data["start_at"] if data.get("start_mode") == "later" else None,
+                    source="web",
+                )
+            except DomainError as error:
+                _put_on_form(form, error)
+                status = error.status
+            else:
+                messages.success(request, _submitted_message(lease))
+                return redirect(lease)
+        else:
+            status = 400
+    else:
+        initial: dict[str, Any] = {}
+        slug = request.GET.get("project", "")
+        if slug:
+            initial["project"] = (
+                Project.objects.filter(slug=slug, pk__in=list(access.roles(request.user)))
+                .values_list("pk", flat=True)
+                .first()
+            )
+        form = LeaseRequestForm(initial=initial, user=request.user)
+    return render(
+        request,
+        "rental/lease_new.html",
+        {"form": form, "estimate": estimate(form) if form.projects else None},
+        status=status,
+    )
+
+
+@login_required
+@require_POST
+def lease_estimate(request: HttpRequest) -> HttpResponse:
+    """The estimate panel, plus the choices that depend on what was picked (out of band)."""
+    form = LeaseRequestForm(request.POST, user=request.user)
+    if not form.projects:
+        raise Http404
+    return render(
+        request, "rental/_estimate.html", {"form": form, "estimate": estimate(form), "oob": True}
+    )
+
+
+# --- Following leases ------------------------------------------------------------------
+
+
+def _lease_list_context(request: HttpRequest) -> dict[str, Any]:
+    leases = access.scope(Reservation.objects.all(), request.user)
+    project = request.GET.get("project", "")
+    group = request.GET.get("status", "")
+    if project:
+        leases = leases.filter(project__slug=project)
+    if group in STATUS_GROUPS:
+        leases = leases.filter(status__in=STATUS_GROUPS[group])
+    page = Paginator(selectors.leases(leases), LEASES_PER_PAGE).get_page(request.GET.get("page"))
+    return {
+        "page": page,
+        "polling": _polling(page),
+        "project": project,
+        "group": group,
+        "query": request.GET.urlencode(),
+    }
+
+
+@login_required
+def lease_list(request: HttpRequest) -> HttpResponse:
+    context = _lease_list_context(request)
+    context["projects"] = access.visible_projects(request.user).only("slug", "name")
+    context["groups"] = [
+        ("active", _("Running")),
+        ("waiting", _("Waiting")),
+        ("ended", _("Ended")),
+    ]
+    return render(request, "rental/leases.html", context)
+
+
+@login_required
+def lease_list_partial(request: HttpRequest) -> HttpResponse:
+    return render(request, "rental/_lease_list.html", _lease_list_context(request))
+
+
+def _lease_context(request: HttpRequest, pk: int) -> dict[str, Any]:
+    lease = access.get_visible_or_404(selectors.leases(), request.user, pk=pk)
+    wait = lease_wait(lease)
+    instances = list(lease.instances.prefetch_related("attempts"))
+    may_connect = access.can_see_connection(request.user, lease)
+    agent_views.instance_views(lease, instances, connection=may_connect)
+    return {
+        "lease": lease,
+        "instances": instances,
+        "may_connect": may_connect,
+        # Attached to this lease's instance (a later lease may hold the volume now).
+        "volume_attached": lease.data_volume is not None
+        and lease.data_volume.attached_instance_id in {i.pk for i in instances},
+        "may_end": lease.can_end and may_end_lease(request.user, lease),
+        "may_stop": agent_views.may_stop(request.user, lease),
+        "may_save_image": image_views.may_save_image(request.user, lease),
+        "polling": lease.status in POLL_WHILE,
+        "wait": wait,
+        "wait_hint": wait.hint,
+        "may_extend": lease.status in extension.EXTENDABLE
+        and lease.notice_due_at is None
+        and may_end_lease(request.user, lease),
+        "may_decide_extension": lease.extension_until is not None
+        and access.can_manage(request.user, lease.project_id),
+        "reschedule_form": RescheduleForm.of(lease)
+        if lease.status == Reservation.Status.SCHEDULED
+        and lease.reclaim_due_at is None
+        and may_end_lease(request.user, lease)
+        else None,
+    }
+
+
+@login_required
+def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    return render(request, "rental/lease.html", _lease_context(request, pk))
+
+
+@login_required
+def lease_status_partial(request: HttpRequest, pk: int) -> HttpResponse:
+    return render(request, "rental/_lease_status.html", _lease_context(request, pk))
+
+
+@login_required
+@require_POST
+def lease_end(request: HttpRequest, pk: int) -> HttpResponse:
+    lease = access.get_lease_to_act_on_or_404(
+        Reservation.objects.select_related("project"), request.user, pk=pk
+    )
+    try:
+        lease = ending.end_reservation(actor=request.user, reservation=lease, source="web")
+    except DomainError as error:
+        messages.error(request, error.message)
+    else:
+        if lease.status == Status.CANCELLED:
+            messages.success(request, _("Lease #%(id)s is cancelled.") % {"id": lease.pk})
+        else:
+            messages.success(
+                request,
+                _("Lease #%(id)s is ending; its instances are being terminated.")
+                % {"id": lease.pk},
+            )
+    return redirect("rental:lease", pk=pk)
+
+
+# --- Approvals -------------------------------------------------------------------------
+
+
+@login_required
+def approvals(request: HttpRequest) -> HttpResponse:
+    if not access.manages_any(request.user):
+        raise Http404
+    pending = selectors.leases(selectors.pending_approvals(request.user)).order_by(
+        "submitted_at", "pk"
+    )
+    page = Paginator(pending, LEASES_PER_PAGE).get_page(request.GET.get("page"))
+    return render(request, "rental/approvals.html", {"page": page})
+
+
+@login_required
+def approvals_count(request: HttpRequest) -> HttpResponse:
+    """The badge in the navigation: how many requests wait for this manager."""
+    count = selectors.pending_approvals(request.user).count()
+    return render(request, "rental/_approvals_badge.html", {"count": count})
+
+
+def _decide(request: HttpRequest, pk: int, *, approve: bool) -> HttpResponse:
+    lease = access.get_visible_or_404(selectors.leases(), request.user, pk=pk)
+    access.require_manager(request.user, lease.project)
+    form = DecisionForm(request.POST)
+    error: DomainError | None = None
+    done = ""
+    if not form.is_valid():
+        error = InvalidInput(form.errors["comment"][0], field="comment")
+    else:
+        comment = form.cleaned_data["comment"]
+        try:
+            if approve:
+                lease = admission.approve_reservation(
+                    actor=request.user, reservation=lease, comment=comment, source="web"
+                )
+            else:
+                lease = admission.reject_reservation(
+                    actor=request.user, reservation=lease, comment=comment, source="web"
+                )
+        except DomainError as caught:
+            error = caught
+    if error is None:
+        done = (
+            _("Lease #%(id)s approved: %(status)s.") if approve else _("Lease #%(id)s rejected.")
+        ) % {"id": lease.pk, "status": lease.get_status_display().lower()}
+    if request.htmx:
+        response = render(
+            request,
+            "rental/_approval_row.html",
+            {"lease": lease, "error": error, "done": done},
+        )
+        if error is None:
+            response["HX-Trigger"] = "approvals-changed"
+        return response
+    if error is None:
+        messages.success(request, done)
+    else:
+        messages.error(request, error.message)
+    return redirect("rental:approvals")
+
+
+@login_required
+@require_POST
+def lease_approve(request: HttpRequest, pk: int) -> HttpResponse:
+    return _decide(request, pk, approve=True)
+
+
+@login_required
+@require_POST
+def lease_reject(request: HttpRequest, pk: int) -> HttpResponse:
+    return _decide(request, pk, approve=False)
+
+
+# --- Projects --------------------------------------------------------------------------
+
+
+@login_required
+def project_list(request: HttpRequest) -> HttpResponse:
+    roles = access.roles(request.user)
+    projects = selectors.projects_overview(access.visible_projects(request.user)).order_by(
+        "-is_active", "name"
+    )
+    rows = [(project, roles.get(project.pk)) for project in projects]
+    return render(request, "rental/projects.html", {"rows": rows})
+
+
+@login_required
+def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    return project_page(request, access.get_project_or_404(request.user, slug))
+
+
+def project_page(
+    request: HttpRequest,
+    project: Any,
+    *,
+    quota_errors: dict[str, Any] | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    """The project page; ``quota_errors`` puts a refused quota form's error beside its
+    field: {"key": "<quota pk>:limits" or ":caps", "field": name, "message": text,
+    "values": the values sent}."""
+    leases = selectors.leases(project.reservations.exclude(status__in=Reservation.FINAL))
+    return render(
+        request,
+        "rental/project.html",
+        {
+            "quota_errors": quota_errors or {},
+            "may_manage": access.can_manage(request.user, project),
+            "is_admin": access.is_admin(request.user),
+            "max_lease_hours": settings.PORTAL_MAX_LEASE_HOURS,
+            "project": project,
+            "leases": leases,
+            "quota_use": selectors.project_quota_use(project),
+            "members": project.memberships.select_related("user").order_by(
+                "role", "user__username"
+            ),
+            "can_request": access.can_request_for(request.user, project),
+            "role": access.role_in(request.user, project),
+            "quota_requests": [
+                (asked, quota_requests.may_decide(request.user, asked))
+                for asked in QuotaRequest.objects.filter(project=project)
+                .select_related("gpu_model", "requested_by", "decided_by")
+                .order_by("-created_at")[:20]
+            ],
+        },
+        status=status,
+    )
+
+
+# --- Dashboard panels ------------------------------------------------------------------
+
+
+@login_required
+def panel_leases(request: HttpRequest) -> HttpResponse:
+    leases = list(
+        selectors.leases(
+            access.scope(Reservation.objects.filter(requester=request.user), request.user).exclude(
+                status__in=Reservation.FINAL
+            )
+        )[:8]
+    )
+    return render(
+        request,
+        "rental/_panel_leases.html",
+        {
+            "leases": leases,
+            "polling": _polling(leases),
+            "is_member": bool(access.roles(request.user)),
+        },
+    )
+
+
+@login_required
+def panel_approvals(request: HttpRequest) -> HttpResponse:
+    if not access.manages_any(request.user):
+        return HttpResponse("")
+    pending = selectors.pending_approvals(request.user)
+    oldest = list(selectors.leases(pending).order_by("submitted_at", "pk")[:5])
+    return render(
+        request, "rental/_panel_approvals.html", {"count": pending.count(), "oldest": oldest}
+    )
+
+
+# --- Pools ---------------------------------------------------------------------------
