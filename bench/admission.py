@@ -87,7 +87,7 @@ def worker(index: int, each: int) -> None:
 
     from portal.errors import DomainError
     from portal.models import Project
-    from rental import services
+    from rental.loans import admission, ending
     from rental.models import GpuModel, Reservation
 
     rng = random.Random(index)
@@ -105,8 +105,6 @@ def worker(index: int, each: int) -> None:
             seen["asked_at"] = time.perf_counter()
             seen["under_lock"] = 1
         return execute(sql, params, many, context)
-
-    from rental.loans import admission
 
     lock_and_read = admission.lock_and_read
 
@@ -148,7 +146,7 @@ def worker(index: int, each: int) -> None:
         started = time.perf_counter()
         try:
             with connection.execute_wrapper(watch):
-                lease = services.submit_reservation(
+                lease = admission.submit_reservation(
                     actor=user,
                     project=rng.choice(projects),
                     gpu_model=model,
@@ -169,7 +167,7 @@ def worker(index: int, each: int) -> None:
         if step % 2 == 1 and mine:
             lease = Reservation.objects.get(pk=mine.pop(0))
             with contextlib.suppress(DomainError):
-                services.end_reservation(actor=user, reservation=lease)
+                ending.end_reservation(actor=user, reservation=lease)
     result = {"timings": timings, "locked": locked, "queries": queries, "under_lock": under_lock}
     sys.stdout.write(json.dumps(result) + "\n")
 

@@ -1,6 +1,6 @@
 """Statements in the billing currency: which exchange rates a statement used.
 
-Usage carries the rate captured at launch (rental.services.exchange); a usage line
+Usage carries the rate captured at launch (rental.catalog.exchange); a usage line
 converts with it, rounded once (``billing.money``). A reserved window (B7) has no
 instance of its own to capture on, so it converts at the rate in force when the window
 began. Each converted line's references name its rate, so a closed statement still says

@@ -257,7 +257,7 @@ elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # is an hour). Nothing waits on it: the launch sweep (below) finds a dead launch from
     # its row within 30 s, and a redelivered duplicate finds nothing to claim. It must
     # still exceed the longest countdown a retry is scheduled with (5 minutes,
-    # rental.services.retry) and the longest eta (a spot notice, 2 minutes), or Redis would
+    # rental.fleet.retry) and the longest eta (a spot notice, 2 minutes), or Redis would
     # hand a waiting message to a second worker before it is due: 6 minutes.
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "visibility_timeout": env_int("PORTAL_BROKER_VISIBILITY_TIMEOUT", 360)
@@ -283,7 +283,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(env_int("PORTAL_LEASE_CHECK_INTERVAL", 30)),
     },
     # L1: launches whose worker died or whose message was lost are sent again from their
-    # rows (rental.services.recovery); no cloud call, a handful of indexed queries.
+    # rows (rental.fleet.recovery); no cloud call, a handful of indexed queries.
     "sweep-launches": {
         "task": "rental.tasks.sweep_launches_task",
         "schedule": float(env_int("PORTAL_LAUNCH_SWEEP_INTERVAL", 5)),

@@ -79,7 +79,7 @@ def process_due_at(due: datetime) -> None:
     transaction.on_commit(lambda: _send("process_due_task", eta=due))
 
 
-# -- data volumes (rental.services.volume_cloud) ----------------------------------------
+# -- data volumes (rental.fleet.volume_cloud) ----------------------------------------
 
 
 def create_volume_on_commit(volume_id: int) -> None:

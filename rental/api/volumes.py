@@ -1,5 +1,5 @@
 """``/api/v1/volumes``: projects' data volumes (disks that outlive leases), as on the
-project page: list, detail, create and delete through ``rental.services.volumes``.
+project page: list, detail, create and delete through ``rental.catalog.volumes``.
 
 Members of the project create and delete (others who can see it, admins and finance
 included, get 404 for those, as on the page). Deleting is asynchronous: the answer is the

@@ -1,5 +1,5 @@
 """``/api/v1/availability-watches``: the caller's own "tell me when this fits" watches
-(rental.services.pools): list, create, delete. Nobody sees another person's watches."""
+(rental.loans.pools): list, create, delete. Nobody sees another person's watches."""
 
 from typing import Any
 

@@ -1,7 +1,7 @@
 """Data volumes (issue 8.9): a project's disks that outlive leases.
 
 Created from the project page in a zone where an enabled offering runs, through the
-driver contract (rental.services.volume_cloud, via rental.jobs); picked on the request
+driver contract (rental.fleet.volume_cloud, via rental.jobs); picked on the request
 form, which places the launch in the volume's zone; attached when the lease's instance
 runs, detached when it ends. Nothing but a person's explicit delete removes a volume:
 reaping, the lease's end and the instance's termination never do.

@@ -126,7 +126,7 @@ def _claim_launch(instance_id: int, now: datetime) -> bool:
 
 def provision_instance(*, instance_id: int, now: datetime | None = None) -> None:
     """Launch one instance, exactly once however often this is delivered (L1), trying the
-    places of rental.services.failover in turn (L2).
+    places of rental.fleet.failover in turn (L2).
 
     Every call is an attempt row. Raises LaunchRetry (with the countdown the decision
     chose) while a try is left; bad requests and bad credentials, spent attempts and the

@@ -1,6 +1,6 @@
 """The launch's failover (L2) against the database: the places a launch may try, its
 attempts as rows, aiming an instance row at a place, and the message a person reads
-when it gives up. The decisions themselves are rental.services.failover's."""
+when it gives up. The decisions themselves are rental.fleet.failover's."""
 
 from datetime import datetime
 
@@ -133,7 +133,7 @@ def record_attempt(
 def aim(instance: Instance, place: Place, *, now: datetime) -> None:
     """Point the row at ``place`` before its launch: offering, account, region, zone, the
     rate captured at launch (B1) and, for an offering priced in another currency, the
-    exchange rate in force now (rental.services.exchange) follow the place. Raises
+    exchange rate in force now (rental.catalog.exchange) follow the place. Raises
     InvalidInput naming the currency when no rate for it is in force."""
     if (instance.offering_id, instance.account_id, instance.zone) == (
         place.offering_id,

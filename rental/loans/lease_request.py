@@ -1,4 +1,4 @@
-"""The request form's submission: the lease (rental.services.admission) plus what the
+"""The request form's submission: the lease (rental.loans.admission) plus what the
 engineer chose on the instance — which SSH keys are installed, which data volume is
 attached — and the image check (an image whose CUDA the offering's driver cannot run is
 refused before admission)."""

@@ -281,7 +281,7 @@ class Instance(models.Model):
         _("rate per instance-hour"), max_digits=12, decimal_places=6
     )
     # The offering's currency and the exchange rate in force at launch (captured with the
-    # rate by rental.services.exchange): billing converts with these, never today's rate.
+    # rate by rental.catalog.exchange): billing converts with these, never today's rate.
     currency = models.CharField(_("currency"), max_length=3, default=billing_currency)
     exchange_rate = models.DecimalField(
         _("exchange rate at launch"),
@@ -328,7 +328,7 @@ class Instance(models.Model):
     terminate_failures = models.PositiveSmallIntegerField(_("failed terminations"), default=0)
     agent_token_hash = models.CharField(max_length=64, blank=True, editable=False)
     last_heartbeat_at = models.DateTimeField(_("last heartbeat"), null=True, blank=True)
-    # What the agent on the instance last said (see rental/services/agent.py).
+    # What the agent on the instance last said (see rental/agent/heartbeat.py).
     agent_last_sample_at = models.DateTimeField(_("last sample"), null=True, blank=True)
     agent_report = models.JSONField(_("agent report"), default=dict, blank=True)
     idle_reset_at = models.DateTimeField(_("idle count reset at"), null=True, blank=True)

@@ -1,5 +1,5 @@
 """``/api/v1/volumes``: projects' data volumes as on the project page, created and deleted
-by members through ``rental.services.volumes``."""
+by members through ``rental.catalog.volumes``."""
 
 import pytest
 

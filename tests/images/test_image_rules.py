@@ -1,4 +1,4 @@
-"""The image/driver check by itself (rental.services.image_rules)."""
+"""The image/driver check by itself (rental.catalog.image_rules)."""
 
 import pytest
 

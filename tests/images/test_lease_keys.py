@@ -113,9 +113,9 @@ def test_it_refuses_a_foreign_key_in_the_service_too(f0, keys):
 
 
 def test_it_installs_all_keys_of_a_lease_without_a_choice(f0, keys, t0):
-    from rental import services
+    from rental.loans import admission
 
-    lease = services.submit_reservation(
+    lease = admission.submit_reservation(
         actor=f0.alice,
         project=f0.alpha,
         gpu_model=f0.model,

@@ -1,4 +1,4 @@
-"""A launch captures the exchange rate in force (rental.services.exchange); an offering
+"""A launch captures the exchange rate in force (rental.catalog.exchange); an offering
 priced in a currency with no rate in force does not launch, and the lease says why."""
 
 from decimal import Decimal

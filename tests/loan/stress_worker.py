@@ -27,7 +27,7 @@ def main() -> None:
 
     from portal.errors import DomainError
     from portal.models import Project
-    from rental import services
+    from rental.loans import admission, ending, queue, reclaim
     from rental.loans.standing import CLAIMING, HOLDING_GPUS, NOTICED
     from rental.models import GpuModel, Pool, Quota, Reservation, Tier
 
@@ -76,7 +76,7 @@ def main() -> None:
         project = rng.choice(projects)
         started = time.perf_counter()
         try:
-            lease = services.submit_reservation(
+            lease = admission.submit_reservation(
                 actor=user,
                 project=project,
                 gpu_model=model,
@@ -98,11 +98,11 @@ def main() -> None:
             )
             if live:
                 with contextlib.suppress(DomainError):
-                    services.end_reservation(
+                    ending.end_reservation(
                         actor=user, reservation=Reservation.objects.get(pk=rng.choice(live))
                     )
-            services.process_due()
-            services.admit_queued(gpu_model=model)
+            reclaim.process_due()
+            queue.admit_queued(gpu_model=model)
         check()
     result = {"outcomes": outcomes, "violations": violations, "latencies": latencies}
     sys.stdout.write(json.dumps(result) + "\n")

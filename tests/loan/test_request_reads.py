@@ -1,4 +1,4 @@
-"""What a submission reads before the pool lock (rental/services/request_reads.py) is
+"""What a submission reads before the pool lock (rental/loans/request_reads.py) is
 written out for PostgreSQL. It must return what the ORM's selectors return, row for row
 and field for field, over every combination of the filters: offerings available or not,
 on active accounts or not, of this model or another; images of the site, of the project

@@ -1,5 +1,5 @@
 """The standing that admission reads under the pool lock is one hand-written statement
-(rental/services/pool.py). It must say exactly what the ORM filters HOLDING_GPUS,
+(rental/loans/standing.py). It must say exactly what the ORM filters HOLDING_GPUS,
 NOTICED and CLAIMING say, over every combination of status, tier, end reason, notice,
 reclaim and priority, for every project and request priority."""
 

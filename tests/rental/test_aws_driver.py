@@ -102,7 +102,7 @@ def test_it_launches_anew_when_the_keyed_instance_was_terminated(cloud: LocalClo
     provider.terminate([first.external_id], region=REGION)
 
     # As on EC2, the same ClientToken would answer with the terminated instance: the
-    # portal's next attempt carries a token of its own (rental.services.failover).
+    # portal's next attempt carries a token of its own (rental.fleet.failover).
     second = provider.launch(make_spec(), idempotency_key="lease-42-0", client_token="attempt-1")
 
     assert second.external_id != first.external_id
