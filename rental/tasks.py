@@ -6,7 +6,7 @@ from celery import shared_task
 
 from rental.fleet import cloud, instances, termination
 from rental.fleet.retry import RETRY_COUNTDOWNS
-from rental.loans import ending, expiry, queue, reclaim
+from rental.loans import due, ending, expiry, queue
 
 
 # The launch's own attempt rows decide when to give up (PORTAL_LAUNCH_MAX_ATTEMPTS and
@@ -85,7 +85,7 @@ def admit_queued_task(gpu_model_id: int) -> None:
 @shared_task(acks_late=True, ignore_result=True)
 def process_due_task() -> None:
     """Notices that ran out and leases waiting for reclaimed GPUs (Q8). Also on the beat."""
-    reclaim.process_due()
+    due.process_due()
 
 
 @shared_task(acks_late=True)

@@ -25,6 +25,7 @@ from rental.loans import messages
 from rental.loans.admission_rules import Decision, Standing, decide
 from rental.loans.ceiling import ceiling_conflict, over_ceiling_figures, over_ceiling_message
 from rental.loans.placement import apply_decision
+from rental.loans.reclaim import candidates, preempt
 from rental.loans.reclaim_rules import RESERVED, choose_victims
 from rental.loans.reservation_rules import (
     Booking,
@@ -398,8 +399,6 @@ def schedule(*, pool: Pool, reservation: Reservation, now: datetime) -> None:
 def begin(*, pool: Pool, lease: Reservation, now: datetime) -> None:
     """R4, at start − notice: hold the booking's GPUs and tell the victims it needs (spot,
     then burst, Q6 order) so the GPUs are free at the start."""
-    from rental.loans.reclaim import candidates, preempt
-
     standing = read_standing(pool, lease.project_id)
     due = max(lease.start, now)
     victims = choose_victims(

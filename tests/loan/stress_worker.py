@@ -27,7 +27,7 @@ def main() -> None:
 
     from portal.errors import DomainError
     from portal.models import Project
-    from rental.loans import admission, ending, queue, reclaim
+    from rental.loans import admission, due, ending, queue
     from rental.loans.standing import CLAIMING, HOLDING_GPUS, NOTICED
     from rental.models import GpuModel, Pool, Quota, Reservation, Tier
 
@@ -101,7 +101,7 @@ def main() -> None:
                     ending.end_reservation(
                         actor=user, reservation=Reservation.objects.get(pk=rng.choice(live))
                     )
-            reclaim.process_due()
+            due.process_due()
             queue.admit_queued(gpu_model=model)
         check()
     result = {"outcomes": outcomes, "violations": violations, "latencies": latencies}

@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 
 from portal.errors import DomainError
-from rental.loans import admission, ending, queue, reclaim
+from rental.loans import admission, due, ending, queue
 from rental.models import Reservation
 from tests.loan.conftest import at
 
@@ -145,7 +145,7 @@ def test_a_queued_lease_is_asked_again_and_stays_queued_with_the_reason(f0, leas
     assert "check:" not in page and "budget_cap" not in page
     # The budget is raised: the next sweep asks again and the lease starts in its place.
     switch.clear()
-    reclaim.process_due(now=at("10:05"))
+    due.process_due(now=at("10:05"))
     started = fresh(waiting)
     assert (started.status, started.tier, started.status_code) == (
         Status.PROVISIONING,
@@ -213,7 +213,7 @@ def test_an_approved_request_waits_while_a_check_refuses(f0, lease, switch):
     assert (approved.status, approved.status_code) == (Status.QUEUED, "check:budget_cap")
     assert approved.approved_at == at("09:05")
     switch.clear()
-    reclaim.process_due(now=at("09:06"))
+    due.process_due(now=at("09:06"))
     assert fresh(asked).status == Status.PROVISIONING
 
 

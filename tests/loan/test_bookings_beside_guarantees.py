@@ -8,7 +8,7 @@ beside a running guaranteed lease counts it; an extension into a booking is refu
 import pytest
 
 from portal.errors import QuotaExceeded
-from rental.loans import admission, ending, extension, queue, reclaim
+from rental.loans import admission, due, ending, extension, queue
 from rental.models import Reservation, Tier
 from tests.loan.conftest import at
 
@@ -47,16 +47,16 @@ def test_a_booking_starts_on_time_after_guaranteed_and_burst_leases_came_in_betw
     gamma = lease(f0.gamma, 2, at("08:30"))
     assert (gamma.status, gamma.tier) == (Status.PROVISIONING, Tier.BURST)  # pool full: 8
 
-    reclaim.process_due(now=at("09:57:59"))
+    due.process_due(now=at("09:57:59"))
     assert fresh(gamma).notice_due_at is None
-    reclaim.process_due(now=at("09:58:00"))  # R4: start − notice
+    due.process_due(now=at("09:58:00"))  # R4: start − notice
     assert fresh(gamma).notice_due_at == at("10:00:00")  # another project's burst
     assert fresh(beside).notice_due_at == at("10:00:00")  # then its own burst
     assert fresh(beta).notice_due_at is None  # a guarantee is never taken
     late = lease(f0.gamma, 1, at("09:59"))
     assert late.status == Status.QUEUED  # the booked GPUs are held
 
-    reclaim.process_due(now=at("10:00:00"))
+    due.process_due(now=at("10:00:00"))
     started = fresh(booked)
     assert (started.status, started.start, started.tier) == (
         Status.PROVISIONING,

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from portal.errors import DomainError, QuotaExceeded
 from portal.models import AuditEvent
-from rental.loans import admission, ending, extension, pools, queue, reclaim
+from rental.loans import admission, due, ending, extension, pools, queue
 from rental.models import Pool, Quota, Reservation, TerminationReason, Tier
 from tests.loan.conftest import at
 
@@ -377,7 +377,7 @@ def test_the_loan_model_keeps_its_invariants(f0, setup, steps):
                     elif kind == "tick":
                         now += timedelta(seconds=step[1])
                         ending.end_expired_leases(now=now)
-                    reclaim.process_due(now=now)
+                    due.process_due(now=now)
                     queue.admit_queued(gpu_model=f0.model, now=now)
             except DomainError:
                 pass

@@ -5,7 +5,7 @@ import re
 
 from django.urls import reverse
 
-from rental.loans import ending, queue, reclaim
+from rental.loans import due, ending, queue
 from rental.loans.queue import queue_positions
 from rental.models import Reservation
 from tests.loan.conftest import at
@@ -54,7 +54,7 @@ def test_room_from_a_preemption_admits_the_queue(f0, lease):
     Reservation.objects.filter(pk=spot.pk).update(requeue_on_preemption=False)
     queued = lease(f0.gamma, 1, at("09:05"), priority="learning")  # burst: takes the spot
     assert fresh(spot).notice_due_at == at("09:07:00")
-    reclaim.process_due(now=at("09:07:00"))
+    due.process_due(now=at("09:07:00"))
     assert fresh(queued).status == Status.PROVISIONING
 
 

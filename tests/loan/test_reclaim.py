@@ -5,7 +5,7 @@ import pytest
 
 from portal.errors import QuotaExceeded
 from portal.models import AuditEvent, Notification
-from rental.loans import ending, queue, reclaim
+from rental.loans import due, ending, queue
 from rental.models import Pool, Quota, Reservation, TerminationReason, Tier
 from tests.loan.conftest import at
 
@@ -38,11 +38,11 @@ def test_scenario_3_reclaims_the_newest_lowest_burst_and_requeues_it(f0, lease):
     assert f"#{b2.pk}" in told.body and "2026-04-06 11:02:00" in told.subject
     assert AuditEvent.objects.filter(verb="lease.preempted", object_id=str(a3.pk)).exists()
 
-    assert reclaim.process_due(now=at("11:01:59")) == 0
+    assert due.process_due(now=at("11:01:59")) == 0
     assert fresh(a3).status == Status.PROVISIONING
     assert fresh(b2).status == Status.QUEUED
 
-    reclaim.process_due(now=at("11:02:00"))
+    due.process_due(now=at("11:02:00"))
     victim = fresh(a3)
     assert (victim.status, victim.ended_at) == (Status.PREEMPTED, at("11:02:00"))
     assert victim.end_reason == TerminationReason.PREEMPTED
@@ -92,7 +92,7 @@ def test_scenario_5_takes_the_projects_own_lower_priority_lease(f0, lease):
     assert b5.tier == Tier.GUARANTEED
     assert noticed() == {b1.pk}  # not c1: only b1 also gives beta's guarantee back
 
-    reclaim.process_due(now=at("10:02:00"))
+    due.process_due(now=at("10:02:00"))
     assert fresh(b5).status == Status.PROVISIONING
     assert fresh(b5).tier == Tier.GUARANTEED
     assert fresh(c1).status == Status.PROVISIONING
@@ -191,6 +191,6 @@ def test_nothing_is_admitted_during_the_notice(f0, lease):
     assert (late.status, late.status_code) == (Status.QUEUED, "no_capacity")
     queue.admit_queued(gpu_model=f0.model, now=at("10:01:30"))
     assert fresh(late).status == Status.QUEUED
-    reclaim.process_due(now=at("10:02:00"))
+    due.process_due(now=at("10:02:00"))
     assert fresh(want).status == Status.PROVISIONING
     assert fresh(late).status == Status.QUEUED

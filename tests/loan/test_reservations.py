@@ -7,7 +7,7 @@ import pytest
 
 from portal.errors import InvalidInput, InvalidTransition, QuotaExceeded
 from portal.models import AuditEvent, Notification
-from rental.loans import admission, ending, reclaim
+from rental.loans import admission, due, ending
 from rental.loans.reservation_rules import Booking, first_conflict
 from rental.loans.reservations import reschedule_reservation
 from rental.models import Quota, Reservation, Tier
@@ -136,7 +136,7 @@ def test_r3_cancel_before_the_start_is_free(f0):
 
 def test_r3_a_started_booking_cannot_move(f0):
     alpha = book(f0, f0.alpha, 4, at("09:00"), at("17:00"))
-    reclaim.process_due(now=at("08:58:00"))
+    due.process_due(now=at("08:58:00"))
     with pytest.raises(InvalidTransition):
         reschedule_reservation(actor=f0.alice, reservation=alpha, start=at("10:00"), now=NOW)
 
@@ -146,10 +146,10 @@ def test_r4_victims_told_at_start_minus_notice_and_free_at_the_start(f0, lease):
     lease(f0.beta, 4, at("08:00"))
     burst = lease(f0.gamma, 2, at("08:10"))
     spot = lease(f0.gamma, 2, at("08:20"), market="spot")
-    assert reclaim.process_due(now=at("08:57:59")) == 0
+    assert due.process_due(now=at("08:57:59")) == 0
     assert fresh(burst).notice_due_at is None
 
-    reclaim.process_due(now=at("08:58:00"))
+    due.process_due(now=at("08:58:00"))
     assert fresh(spot).notice_due_at == at("09:00:00")
     assert fresh(burst).notice_due_at == at("09:00:00")  # spot then burst
     assert Notification.objects.filter(user=f0.gary, subject__startswith="Preempted").count() == 2
@@ -157,7 +157,7 @@ def test_r4_victims_told_at_start_minus_notice_and_free_at_the_start(f0, lease):
     late = lease(f0.gamma, 1, at("08:59"))
     assert late.status == Status.QUEUED
 
-    reclaim.process_due(now=at("09:00:00"))
+    due.process_due(now=at("09:00:00"))
     started = fresh(booked)
     assert (started.status, started.start, started.tier) == (
         Status.PROVISIONING,
@@ -170,7 +170,7 @@ def test_r4_victims_told_at_start_minus_notice_and_free_at_the_start(f0, lease):
 
 def test_r4_a_booking_within_the_guarantee_runs_guaranteed(f0):
     booked = book(f0, f0.alpha, 2, at("09:00"), at("10:00"))
-    reclaim.process_due(now=at("09:00"))
+    due.process_due(now=at("09:00"))
     assert (fresh(booked).status, fresh(booked).tier) == (Status.PROVISIONING, Tier.GUARANTEED)
 
 
@@ -178,11 +178,11 @@ def test_cancelling_a_starting_booking_calls_off_its_notices(f0, lease):
     booked = book(f0, f0.alpha, 4, at("09:00"), at("17:00"))
     lease(f0.beta, 4, at("08:00"))
     spot = lease(f0.gamma, 4, at("08:20"), market="spot")
-    reclaim.process_due(now=at("08:58"))
+    due.process_due(now=at("08:58"))
     assert fresh(spot).notice_due_at is not None
     ending.end_reservation(actor=f0.alice, reservation=booked, now=at("08:59"))
     assert fresh(spot).notice_due_at is None
-    reclaim.process_due(now=at("09:00"))
+    due.process_due(now=at("09:00"))
     assert fresh(spot).status == Status.PROVISIONING
 
 

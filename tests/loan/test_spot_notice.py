@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 
 from rental.fleet import instances, sync, termination
-from rental.loans import admission, reclaim
+from rental.loans import admission, due
 from rental.models import Instance, Reservation, TerminationReason, UsageRecord
 from tests import factories
 from tests.loan.conftest import at
@@ -56,7 +56,7 @@ def test_scenario_13_spot_preempted_at_t_plus_notice(f0c):
     assert Reservation.objects.get(pk=spot.pk).notice_due_at == at("10:02:00")
 
     # A sweep that runs late still ends the victim at its due second, not when it ran.
-    reclaim.process_due(now=at("10:02:07"))
+    due.process_due(now=at("10:02:07"))
     victim = Reservation.objects.get(pk=spot.pk)
     assert victim.ended_at == at("10:02:00")
     usage = list(UsageRecord.objects.filter(instance__reservation=spot))
@@ -84,7 +84,7 @@ def test_a_notice_is_a_row_that_any_later_sweep_acts_on(f0, lease):
     spot = lease(f0.gamma, 4, at("09:00"), market="spot")
     want = lease(f0.alpha, 2, at("10:00"))
     # Nothing runs between: no process, no countdown. A sweep hours later acts as of 10:02.
-    reclaim.process_due(now=at("13:00"))
+    due.process_due(now=at("13:00"))
     assert Reservation.objects.get(pk=spot.pk).ended_at == at("10:02:00")
     assert Reservation.objects.get(pk=want.pk).start == at("10:02:00")
-    assert reclaim.process_due(now=at("13:00:05")) == 0  # done once
+    assert due.process_due(now=at("13:00:05")) == 0  # done once

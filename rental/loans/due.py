@@ -1,0 +1,110 @@
+"""The due-time sweep: bookings starting, victims whose notice is over, leases whose
+reclaim completes, then the pool's queue (Q6-Q8, R4). The due times are rows
+(``notice_due_at`` on victims, ``reclaim_due_at`` on the lease waiting for them,
+``start`` on bookings), so a worker restart loses nothing: ``process_due`` finds every
+row whose time has come and acts as of that row's due time, to the second.
+
+It sits above ``reclaim``, ``reservations`` and ``queue``, which it orchestrates, so none
+of them needs to import another lazily.
+"""
+
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from portal import audit
+from portal.errors import QuotaExceeded
+from rental.loans import ending, messages, queue, reclaim, reservations
+from rental.loans.admission_checks import HELD_PREFIX
+from rental.loans.admission_rules import decide
+from rental.loans.placement import apply_decision
+from rental.loans.standing import CLAIMING, NOTICED, lock_pool, read_standing
+from rental.models import Reservation, TerminationReason
+
+Status = Reservation.Status
+
+
+def process_due(*, now: datetime | None = None) -> int:
+    """End every victim whose notice is over and start what waited for it; returns how many
+    rows were due. Safe to run often and twice: each row is claimed under the pool lock."""
+    now = now or timezone.now()
+    due = Reservation.objects.filter(
+        (NOTICED & Q(notice_due_at__lte=now))
+        | (CLAIMING & Q(reclaim_due_at__lte=now))
+        | reservations.starting_soon(now)
+        # Leases an admission check holds back are asked again on every sweep: the
+        # check's answer changes without any event in the pool (a budget raised).
+        | Q(status=Status.QUEUED, status_code__startswith=HELD_PREFIX)
+    )
+    done = 0
+    for gpu_model_id in sorted(set(due.values_list("gpu_model_id", flat=True))):
+        done += process_pool_due(gpu_model_id=gpu_model_id, now=now)
+    return done
+
+
+@transaction.atomic
+def process_pool_due(*, gpu_model_id: int, now: datetime) -> int:
+    pool = lock_pool(gpu_model_id)
+    done = 0
+    starting = Reservation.objects.select_for_update().filter(
+        reservations.starting_soon(now), gpu_model_id=gpu_model_id
+    )
+    for lease in starting.order_by("start", "pk"):
+        reservations.begin(pool=pool, lease=lease, now=now)
+        done += 1
+    victims = Reservation.objects.select_for_update().filter(
+        NOTICED, gpu_model_id=gpu_model_id, notice_due_at__lte=now
+    )
+    for victim in victims.order_by("notice_due_at", "pk"):
+        at = victim.notice_due_at
+        ending.end_locked(victim, reason=TerminationReason.PREEMPTED, at=at)
+        audit.record(
+            actor=None,
+            verb="lease.ended",
+            obj=victim,
+            project=victim.project_id,
+            source="worker",
+            at=at,
+            after={"status": victim.status, "reason": TerminationReason.PREEMPTED},
+        )
+        if victim.requeue_on_preemption:
+            reclaim.requeue(victim=victim, at=at)
+        done += 1
+    waiting = Reservation.objects.select_for_update().filter(
+        CLAIMING, gpu_model_id=gpu_model_id, reclaim_due_at__lte=now
+    )
+    for lease in waiting.order_by("reclaim_due_at", "pk"):
+        at = lease.reclaim_due_at
+        lease.reclaim_due_at = None
+        lease.save(update_fields=["reclaim_due_at"])
+        if lease.is_reservation:
+            reservations.start(pool=pool, lease=lease, at=at)
+            done += 1
+            continue
+        try:
+            decision = decide(
+                read_standing(pool, lease.project_id, priority=lease.priority),
+                gpu_count=lease.gpu_count,
+                priority=lease.priority,
+                market=lease.market,
+                approved=lease.approved_at is not None,
+            )
+        except QuotaExceeded:
+            continue
+        apply_decision(lease, decision, now=at)
+        if lease.status == Status.PROVISIONING:
+            audit.record(
+                actor=None,
+                verb="lease.admitted",
+                obj=lease,
+                project=lease.project_id,
+                source="worker",
+                at=at,
+                after={"tier": lease.tier, "after_reclaim": True},
+            )
+            messages.starting(lease)
+        done += 1
+    queue.admit_in_pool(pool, now=now)
+    return done
