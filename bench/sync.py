@@ -204,7 +204,7 @@ def tick(counter: DescribeCounter) -> dict:
 
 
 def endpoint_seconds(f0) -> float:
-    from rental.fleet.instances import installation_tags, provider_for
+    from rental.fleet.cloud import installation_tags, provider_for
     from rental.models import Instance
 
     provider = provider_for(Instance(account=f0.account))

@@ -1,6 +1,5 @@
 """Launching instances: claim, try the places in turn, record the cloud's answer, fail
-with a reason, mark running (the sync is in ``sync.py``, ending in ``termination.py``,
-whose names are importable from here as before).
+with a reason, mark running (the sync is in ``sync.py``, ending in ``termination.py``).
 
 Provider calls are never made inside a database transaction: each function
 reads and claims rows, commits, calls the cloud, then records the result in a
@@ -33,19 +32,8 @@ from rental.fleet.failover import (
     client_token,
     next_try,
 )
-from rental.fleet.termination import (
-    FINAL_STATUS_BY_REASON,
-    GONE,
-    _enqueue_terminate,
-    close_usage,
-    ended_status,
-    finish_if_all_terminated,
-    launch_may_be_in_flight,
-    mark_terminated,
-    mark_terminated_many,
-    stop_billing_and_terminate,
-    terminate_instance,
-)
+from rental.fleet.termination import finish_if_all_terminated
+from rental.loans.usage import stop_billing_and_terminate
 from rental.models import Instance, Reservation, TerminationReason, UsageRecord
 from rental.providers.base import (
     TAG_PROJECT,
@@ -56,27 +44,6 @@ from rental.providers.base import (
     ProviderError,
     ProviderErrorKind,
 )
-
-__all__ = [
-    "FINAL_STATUS_BY_REASON",
-    "GONE",
-    "LaunchRetry",
-    "close_usage",
-    "ended_status",
-    "fail_instance",
-    "finish_if_all_terminated",
-    "installation_tags",
-    "launch_may_be_in_flight",
-    "launch_spec",
-    "mark_running",
-    "mark_terminated",
-    "mark_terminated_many",
-    "provider_for",
-    "provision_instance",
-    "record_launch",
-    "stop_billing_and_terminate",
-    "terminate_instance",
-]
 
 State = Instance.State
 Status = Reservation.Status
@@ -240,9 +207,9 @@ def record_launch(*, instance_id: int, cloud: CloudInstance, now: datetime) -> N
         # The row was closed while its launch was in flight: what the cloud created for it
         # must not outlive it. Back to stopping, so the terminate confirms the end.
         Instance.objects.filter(pk=instance.pk).update(state=State.STOPPING)
-        _enqueue_terminate(instance.pk)
+        jobs.terminate_on_commit(instance.pk)
     elif instance.state == State.STOPPING:  # the lease ended while the launch was in flight
-        _enqueue_terminate(instance.pk)
+        jobs.terminate_on_commit(instance.pk)
     else:
         pair = (instance.account_id, instance.region)
         transaction.on_commit(lambda: jobs.sync_soon(*pair))
@@ -280,7 +247,7 @@ def fail_instance(
         # carries its key. No launch of it is in flight any more.
         instance.state = State.STOPPING
         instance.claimed_at = None
-        _enqueue_terminate(instance.pk)
+        jobs.terminate_on_commit(instance.pk)
     else:
         instance.state = State.FAILED
         instance.terminated_at = now
@@ -365,7 +332,3 @@ def mark_running(instance: Instance, cloud: CloudInstance, *, now: datetime) -> 
             % {"user": instance.ssh_user, "host": instance.public_address},
             link=locked.get_absolute_url(),
         )
-
-
-def _enqueue_provision(instance_id: int) -> None:
-    jobs.provision_on_commit([instance_id])

@@ -13,6 +13,8 @@ from django.utils.translation import gettext as _
 
 from portal import access, audit
 from portal.errors import InvalidTransition, NotPermitted
+from rental import jobs
+from rental.loans.usage import stop_billing_and_terminate
 from rental.models import Instance, Reservation, TerminationReason
 
 
@@ -20,7 +22,6 @@ from rental.models import Instance, Reservation, TerminationReason
 def replace_instance(
     *, actor, instance: Instance, now: datetime | None = None, source: str = "web"
 ) -> Instance:
-    from rental.fleet import instances as instance_services
 
     now = now or timezone.now()
     lease = Reservation.objects.select_for_update().get(pk=instance.reservation_id)
@@ -31,7 +32,7 @@ def replace_instance(
         raise InvalidTransition(_("Only a running instance of an active lease can be replaced."))
     if old.health != Instance.Health.UNHEALTHY:
         raise InvalidTransition(_("This instance is healthy; end the lease instead."))
-    instance_services.stop_billing_and_terminate(old, reason=TerminationReason.FAILED, at=now)
+    stop_billing_and_terminate(old, reason=TerminationReason.FAILED, at=now)
     new = Instance.objects.create(
         reservation=lease,
         account=old.account,
@@ -58,5 +59,5 @@ def replace_instance(
         before={"instance": old.pk, "reason": old.health_message},
         after={"instance": new.pk},
     )
-    instance_services._enqueue_provision(new.pk)
+    jobs.provision_on_commit([new.pk])
     return new

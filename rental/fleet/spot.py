@@ -18,6 +18,7 @@ from portal import audit
 from portal.errors import DomainError
 from portal.notifications import notify
 from rental import jobs
+from rental.loans.usage import close_usage
 from rental.models import Instance, Market, Reservation, TerminationReason
 
 logger = logging.getLogger(__name__)
@@ -32,7 +33,6 @@ def interruption_at(notice: dict, *, now: datetime) -> datetime:
 
 def interruption_notice(*, instance: Instance, notice: dict, now: datetime) -> bool:
     """Within the caller's transaction. Returns whether the lease was preempted by it."""
-    from rental.fleet import instances as instance_services
 
     if instance.market != Market.SPOT or notice.get("action") not in ("terminate", "stop"):
         return False
@@ -48,7 +48,7 @@ def interruption_notice(*, instance: Instance, notice: dict, now: datetime) -> b
     lease.save()
     for each in lease.instances.select_for_update():
         if each.state in (Instance.State.LAUNCHING, Instance.State.RUNNING):
-            instance_services.close_usage(each, at=at, reason=reason)
+            close_usage(each, at=at, reason=reason)
             each.state = Instance.State.STOPPING
             each.termination_reason = reason
             each.save(update_fields=["state", "termination_reason"])

@@ -20,6 +20,7 @@ from rental import jobs
 from rental.catalog import storage
 from rental.loans.admission import admission
 from rental.loans.standing import lock_pool
+from rental.loans.usage import close_usage
 from rental.models import Instance, Market, Reservation, TerminationReason
 
 Status = Reservation.Status
@@ -41,7 +42,6 @@ def _check_actor(actor, lease: Reservation) -> None:
 def stop_lease(
     *, actor, reservation: Reservation, now: datetime | None = None, source: str = "web"
 ) -> Reservation:
-    from rental.fleet import instances as instance_services
 
     now = now or timezone.now()
     _check_actor(actor, reservation)
@@ -54,7 +54,7 @@ def stop_lease(
         lease.instances.select_for_update().filter(state=State.RUNNING).select_related("offering")
     )
     for instance in instances:
-        instance_services.close_usage(instance, at=now, reason=TerminationReason.USER)
+        close_usage(instance, at=now, reason=TerminationReason.USER)
         instance.state = State.STOPPED
         instance.stopped_at = now
         instance.save(update_fields=["state", "stopped_at"])
@@ -143,7 +143,7 @@ def _by_account_and_region(instance_ids: list[int]) -> dict:
 
 def cloud_stop(instance_ids: list[int]) -> None:
     """The cloud side of a stop: one StopInstances per account and region."""
-    from rental.fleet.instances import provider_for
+    from rental.fleet.cloud import provider_for
 
     for group in _by_account_and_region(instance_ids).values():
         provider_for(group[0]).stop([i.external_id for i in group], region=group[0].region)
@@ -151,7 +151,7 @@ def cloud_stop(instance_ids: list[int]) -> None:
 
 def cloud_start(instance_ids: list[int]) -> None:
     """The cloud side of a resume: one StartInstances per account and region."""
-    from rental.fleet.instances import provider_for
+    from rental.fleet.cloud import provider_for
 
     for group in _by_account_and_region(instance_ids).values():
         provider_for(group[0]).start([i.external_id for i in group], region=group[0].region)
@@ -168,7 +168,6 @@ def end_stopped_lease(
 ) -> Reservation:
     """End a stopped lease: its instances (and their disks) are terminated. Nothing is
     billed for GPUs: the usage closed when it stopped."""
-    from rental.fleet.instances import _enqueue_terminate
 
     now = now or timezone.now()
     if actor is not None:
@@ -184,7 +183,7 @@ def end_stopped_lease(
         instance.state = State.STOPPING
         instance.termination_reason = reason
         instance.save(update_fields=["state", "termination_reason"])
-        _enqueue_terminate(instance.pk)
+        jobs.terminate_on_commit(instance.pk)
     audit.record(
         actor=actor,
         verb="lease.ended",

@@ -18,17 +18,9 @@ from django.utils.translation import gettext as _
 
 from rental import jobs
 from rental.fleet import orphans, recovery
-from rental.fleet.instances import (
-    _enqueue_provision,
-    _enqueue_terminate,
-    _link,
-    fail_instance,
-    installation_tags,
-    launch_may_be_in_flight,
-    mark_running,
-    mark_terminated,
-    mark_terminated_many,
-)
+from rental.fleet.cloud import installation_tags
+from rental.fleet.instances import _link, fail_instance, mark_running
+from rental.fleet.termination import launch_may_be_in_flight, mark_terminated, mark_terminated_many
 from rental.models import Instance, Offering, ProviderAccount, RegionSync, Reservation
 from rental.providers.base import CloudInstance, CloudState, ProviderError
 from rental.providers.registry import get_provider
@@ -267,12 +259,12 @@ def apply_sync(
 def _handle_unseen_launch(instance: Instance, *, now: datetime) -> int:
     """A row with no cloud id that the describe does not list by its key either."""
     if instance.state == State.STOPPING:
-        _enqueue_terminate(instance.pk)  # it decides whether a launch is still in flight
+        jobs.terminate_on_commit(instance.pk)  # it decides whether a launch is still in flight
         return 0
     if instance.state == State.LAUNCHING and not launch_may_be_in_flight(instance, now=now):
         instance.state = State.REQUESTED  # its worker died before reaching the cloud
         instance.save(update_fields=["state"])
-        _enqueue_provision(instance.pk)
+        jobs.provision_on_commit([instance.pk])
         return 1
     return 0
 
@@ -306,7 +298,7 @@ def _apply_cloud_state(
         mark_running(instance, found, now=now)
         return changed + 1
     if instance.state == State.STOPPING:
-        _enqueue_terminate(instance.pk)  # the terminate task may have been lost
+        jobs.terminate_on_commit(instance.pk)  # the terminate task may have been lost
     return changed
 
 

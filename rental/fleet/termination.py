@@ -1,7 +1,7 @@
-"""Ending instances: billing stops (usage closes) in the caller's transaction, the cloud
-call follows on commit (``terminate_instance``), and the row, its lease, its volumes and
-its stopped disk are closed when the cloud confirms (``mark_terminated``, or in bulk from
-the sync, ``mark_terminated_many``). Launching is in ``instances.py``."""
+"""Ending instances in the cloud: the terminate call (``terminate_instance``, sent on
+commit once billing has stopped, ``rental.loans.usage``), and the row, its lease, its
+volumes and its stopped disk closed when the cloud confirms (``mark_terminated``, or in
+bulk from the sync, ``mark_terminated_many``). Launching is in ``instances.py``."""
 
 import logging
 from datetime import datetime, timedelta
@@ -18,59 +18,14 @@ from portal.notifications import notify
 from rental import jobs
 from rental.fleet import orphans
 from rental.fleet.cloud import LaunchRetry, provider_for
+from rental.loans.ending import GONE, ended_status
+from rental.loans.usage import close_usage, stop_billing_and_terminate
 from rental.models import Instance, Reservation, TerminationReason, UsageRecord
 from rental.providers.base import TAG_IDEMPOTENCY_KEY, CloudState, Provider, ProviderError
 
 logger = logging.getLogger(__name__)
 State = Instance.State
 Status = Reservation.Status
-
-# How a lease is called once the platform has finished ending it, by why it ended.
-FINAL_STATUS_BY_REASON = {
-    TerminationReason.IDLE: Status.REAPED,
-    TerminationReason.PREEMPTED: Status.PREEMPTED,
-    TerminationReason.SPOT_INTERRUPTED: Status.PREEMPTED,
-    TerminationReason.FAILED: Status.FAILED,
-}
-
-
-def close_usage(instance: Instance, *, at: datetime, reason: str) -> None:
-    """Close the instance's open usage interval at ``at`` (never before it opened)."""
-    for record in UsageRecord.objects.select_for_update().filter(
-        instance=instance, end__isnull=True
-    ):
-        record.end = max(at, record.start)
-        record.end_reason = reason
-        record.save(update_fields=["end", "end_reason"])
-
-
-def stop_billing_and_terminate(instance: Instance, *, reason: str, at: datetime) -> None:
-    """Within the caller's transaction: usage stops at ``at``; the cloud work follows on
-    commit. An instance never launched is simply marked terminated."""
-    if instance.state == State.REQUESTED:
-        instance.state = State.TERMINATED
-        instance.termination_reason = reason
-        instance.terminated_at = at
-        instance.save()
-    elif instance.state in (State.LAUNCHING, State.RUNNING):
-        close_usage(instance, at=at, reason=reason)
-        instance.state = State.STOPPING
-        instance.termination_reason = reason
-        instance.save()
-        _enqueue_terminate(instance.pk)
-
-
-def _enqueue_terminate(instance_id: int) -> None:
-    jobs.terminate_on_commit(instance_id)
-
-
-# An instance in these states holds nothing in the cloud any more.
-GONE = (State.TERMINATED, State.FAILED)
-
-
-def ended_status(end_reason: str) -> str:
-    """What a lease is called once the platform has finished ending it."""
-    return FINAL_STATUS_BY_REASON.get(end_reason, Status.ENDED)
 
 
 def finish_if_all_terminated(reservation_id: int) -> None:

@@ -18,7 +18,7 @@ from django.utils.translation import gettext as _
 from portal import audit
 from portal.notifications import notify
 from rental.catalog import storage
-from rental.fleet.instances import LaunchRetry
+from rental.fleet.cloud import LaunchRetry
 from rental.models import DataVolume, Instance
 from rental.providers.base import (
     TAG_INSTALLATION,

@@ -9,10 +9,26 @@ from django.utils.translation import gettext as _
 from portal import access, audit
 from portal.errors import InvalidTransition, NotPermitted
 from rental import jobs
-from rental.fleet import instances as instance_services
-from rental.models import Reservation, TerminationReason
+from rental.loans.usage import stop_billing_and_terminate
+from rental.models import Instance, Reservation, TerminationReason
 
 Status = Reservation.Status
+
+# How a lease is called once the platform has finished ending it, by why it ended.
+FINAL_STATUS_BY_REASON = {
+    TerminationReason.IDLE: Status.REAPED,
+    TerminationReason.PREEMPTED: Status.PREEMPTED,
+    TerminationReason.SPOT_INTERRUPTED: Status.PREEMPTED,
+    TerminationReason.FAILED: Status.FAILED,
+}
+
+# An instance in these states holds nothing in the cloud any more.
+GONE = (Instance.State.TERMINATED, Instance.State.FAILED)
+
+
+def ended_status(end_reason: str) -> str:
+    """What a lease is called once the platform has finished ending it."""
+    return FINAL_STATUS_BY_REASON.get(end_reason, Status.ENDED)
 
 
 def end_locked(reservation: Reservation, *, reason: str, at: datetime) -> str:
@@ -37,11 +53,11 @@ def end_locked(reservation: Reservation, *, reason: str, at: datetime) -> str:
         reservation.ended_at = at
         instances = list(reservation.instances.select_for_update())
         for instance in instances:
-            instance_services.stop_billing_and_terminate(instance, reason=reason, at=at)
+            stop_billing_and_terminate(instance, reason=reason, at=at)
         # Ending until the cloud confirms each instance gone; at once when none had
         # launched (one write either way, the lease row locked throughout).
-        up = any(instance.state not in instance_services.GONE for instance in instances)
-        reservation.status = Status.ENDING if up else instance_services.ended_status(reason)
+        up = any(instance.state not in GONE for instance in instances)
+        reservation.status = Status.ENDING if up else ended_status(reason)
         reservation.save(update_fields=["status", "end_reason", "ended_at", "updated_at"])
     else:
         raise InvalidTransition(

@@ -9,13 +9,13 @@ from django.utils.translation import gettext as _
 
 from portal import audit
 from portal.errors import QuotaExceeded
-from rental.fleet import instances as instance_services
 from rental.loans import ceiling, messages, reclaim, reservations
 from rental.loans.admission_checks import hold
 from rental.loans.admission_rules import Decision, Standing, decide
 from rental.loans.placement import apply_decision
 from rental.loans.queue_rules import Waiting, queue_order
 from rental.loans.standing import lock_pool, read_standing
+from rental.loans.usage import close_usage
 from rental.models import GpuModel, Market, Pool, Quota, Reservation, Tier, UsageRecord
 
 Status = Reservation.Status
@@ -257,7 +257,7 @@ def promote(*, lease: Reservation, now: datetime) -> None:
                 record.tier = Tier.GUARANTEED
                 record.save(update_fields=["tier"])
                 continue
-            instance_services.close_usage(instance, at=now, reason="")
+            close_usage(instance, at=now, reason="")
             UsageRecord.objects.create(
                 instance=instance,
                 project_id=record.project_id,

@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from portal.models import Notification
-from rental.fleet import instances as instance_services
+from rental.fleet import termination
 from rental.models import Instance, UtilizationSample
 from tests.agent.conftest import running_lease
 
@@ -102,7 +102,7 @@ def test_it_refuses_another_instances_token_shape(client, f0):
 
 def test_it_refuses_samples_for_an_instance_that_has_ended(client, f0):
     run = running_lease(f0)
-    instance_services.mark_terminated(instance_id=run.instance.pk, at=now())
+    termination.mark_terminated(instance_id=run.instance.pk, at=now())
 
     response = send(client, run.token, {"samples": [sample(now(), 1.0)]})
 

@@ -8,7 +8,7 @@ import pytest
 from portal.errors import InvalidTransition, NotPermitted, QuotaExceeded
 from rental import selectors
 from rental.fleet import instances, stop, sync, termination
-from rental.fleet.instances import provider_for
+from rental.fleet.cloud import provider_for
 from rental.loans import admission
 from rental.models import Instance, Reservation, UsageRecord
 from rental.providers.base import CloudState

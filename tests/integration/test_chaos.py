@@ -24,7 +24,7 @@ import redis
 from django.conf import settings
 from django.db import connection
 
-from rental.fleet.instances import provider_for
+from rental.fleet.cloud import provider_for
 from rental.loans import admission, ending
 from rental.models import Instance, Orphan, Reservation, UsageRecord
 from rental.providers.base import TAG_INSTALLATION, CloudState

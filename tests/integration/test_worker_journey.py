@@ -11,7 +11,7 @@ import pytest
 
 from billing.selectors import draft_statement
 from rental import tasks
-from rental.fleet.instances import provider_for
+from rental.fleet.cloud import provider_for
 from rental.loans import admission, ending
 from rental.models import Instance, Reservation, TerminationReason, UsageRecord
 from rental.providers.base import TAG_INSTALLATION, TAG_PROJECT, CloudState

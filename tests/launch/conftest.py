@@ -8,7 +8,7 @@ from contextlib import contextmanager
 import pytest
 from django.db import connection
 
-from rental.fleet.instances import provider_for
+from rental.fleet.cloud import provider_for
 from rental.models import Instance
 from rental.providers.base import TAG_INSTALLATION, CloudState
 from tests import factories

@@ -284,7 +284,8 @@ def test_it_stops_at_the_provisioning_timeout(fleet, cloud, settings):
 
 
 def test_it_reads_a_cloud_that_does_not_answer_in_time_as_transient(fleet, cloud):
-    from rental.fleet.instances import launch_spec, provider_for
+    from rental.fleet.cloud import provider_for
+    from rental.fleet.instances import launch_spec
     from rental.providers.aws import AwsProvider
     from rental.providers.base import ProviderError
 

@@ -3,7 +3,7 @@ moto's own answer does, for every field the driver reads, with its filters and p
 
 import pytest
 
-from rental.fleet.instances import provider_for
+from rental.fleet.cloud import provider_for
 from rental.models import Instance
 from rental.providers.aws import AwsProvider
 from rental.providers.base import TAG_INSTALLATION, TAG_PROJECT, LaunchSpec

@@ -10,8 +10,7 @@ from django.urls import reverse
 
 from portal.models import Notification
 from rental.fleet import instances, sync, termination
-from rental.fleet.cloud import LaunchRetry
-from rental.fleet.instances import provider_for
+from rental.fleet.cloud import LaunchRetry, provider_for
 from rental.loans import admission, ending
 from rental.models import Instance, Orphan, Reservation, UsageRecord
 from rental.providers.base import (

@@ -72,7 +72,8 @@ def test_it_reuses_the_token_of_an_unanswered_call_so_the_cloud_creates_one(f0c,
     (or recorded only that no answer came), and describe does not list it yet: the next
     try finds it only through the same ClientToken."""
     from rental.fleet import launching
-    from rental.fleet.instances import launch_spec, provider_for
+    from rental.fleet.cloud import provider_for
+    from rental.fleet.instances import launch_spec
 
     cloud.hide_new_instances(120)
     instance = submit(f0c).instances.get()

@@ -9,7 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from rental.fleet import instances, sync, termination
-from rental.fleet.instances import provider_for
+from rental.fleet.cloud import provider_for
 from rental.loans import admission, ending
 from rental.models import Instance, ProviderAccount, Reservation, TerminationReason, UsageRecord
 from tests import factories

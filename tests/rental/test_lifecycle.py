@@ -6,8 +6,8 @@ from datetime import timedelta
 import pytest
 
 from rental.fleet import instances, sync, termination
-from rental.fleet.cloud import LaunchRetry
-from rental.fleet.instances import _claim_launch, launch_spec, provider_for
+from rental.fleet.cloud import LaunchRetry, provider_for
+from rental.fleet.instances import _claim_launch, launch_spec
 from rental.fleet.sync import SyncRow
 from rental.loans import admission, ending
 from rental.models import Instance, Reservation, TerminationReason, UsageRecord

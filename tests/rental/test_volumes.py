@@ -10,7 +10,7 @@ from billing.statements import compute_period
 from portal.errors import InvalidInput
 from rental.catalog import volumes
 from rental.fleet import instances, stop, sync, termination, volume_cloud
-from rental.fleet.instances import provider_for
+from rental.fleet.cloud import provider_for
 from rental.loans import admission, ending
 from rental.models import DataVolume, Instance, StorageInterval
 from tests import factories
