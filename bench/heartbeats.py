@@ -43,7 +43,7 @@ def make_instances(count: int) -> list[str]:
 
     from django.utils import timezone
 
-    from rental.agent.heartbeat import agent_token, token_hash
+    from rental.fleet.agent_install import agent_token, token_hash
     from rental.models import Instance, Reservation
     from tests import factories
 

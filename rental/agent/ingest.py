@@ -6,7 +6,7 @@ transaction that does not wait for a disk flush (telemetry: the agent resends wh
 not answered). Idle counting reads nothing more when every new sample is busy and no
 warning stands (most heartbeats); otherwise it runs as before. A heartbeat carrying
 health, a burn or a spot notice (once per instance, or rare) takes the full path of
-``agent.record_heartbeat``, as does any database other than PostgreSQL.
+``record_heartbeat``, as does any database other than PostgreSQL.
 """
 
 import json
@@ -16,8 +16,19 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from rental.agent import heartbeat as agent
 from rental.agent import idle
+from rental.agent.heartbeat import (
+    LIVE_FOR_AGENT,
+    Heartbeat,
+    HeartbeatResult,
+    NotLive,
+    Replay,
+    Throttled,
+    instance_for_token,
+    record_heartbeat,
+)
+from rental.agent.idle_rules import ACTIVE, IdleSample, classify
+from rental.fleet.agent_install import token_hash
 from rental.models import Instance, Reservation, UtilizationSample
 
 # One statement claims the throttle window, checks the token and the instance's state,
@@ -61,19 +72,19 @@ class BadToken(Exception):
     pass
 
 
-def ingest(*, token: str, heartbeat: agent.Heartbeat, now: datetime | None = None):
+def ingest(*, token: str, heartbeat: Heartbeat, now: datetime | None = None):
     """Record one heartbeat for the instance ``token`` belongs to. Raises BadToken,
-    agent.NotLive, agent.Throttled or agent.Replay; returns agent.HeartbeatResult."""
+    NotLive, Throttled or Replay; returns HeartbeatResult."""
     now = now or timezone.now()
     instance_id, _sep, _secret = token.partition(".")
     if not instance_id.isdigit() or len(token) > 200:
         raise BadToken
     rare = heartbeat.health or heartbeat.burn or heartbeat.spot_notice
     if rare or connection.vendor != "postgresql":
-        instance = agent.instance_for_token(token)
+        instance = instance_for_token(token)
         if instance is None:
             raise BadToken
-        return agent.record_heartbeat(instance=instance, heartbeat=heartbeat, now=now)
+        return record_heartbeat(instance=instance, heartbeat=heartbeat, now=now)
     newest = heartbeat.samples[-1] if heartbeat.samples else None
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
@@ -81,8 +92,8 @@ def ingest(*, token: str, heartbeat: agent.Heartbeat, now: datetime | None = Non
             {
                 "now": now,
                 "pk": int(instance_id),
-                "hash": agent.token_hash(token),
-                "live": [str(state) for state in agent.LIVE_FOR_AGENT],
+                "hash": token_hash(token),
+                "live": [str(state) for state in LIVE_FOR_AGENT],
                 "since": now - timedelta(seconds=settings.PORTAL_AGENT_MIN_INTERVAL_SECONDS),
                 "newest": newest["at"] if newest else None,
                 "gpus": json.dumps(newest["gpus"] if newest else []),
@@ -94,9 +105,9 @@ def ingest(*, token: str, heartbeat: agent.Heartbeat, now: datetime | None = Non
         last, idle_reset_at, idle_warned_at, status, priority, _off = row
         fresh = [s for s in heartbeat.samples if last is None or s["at"] > last]
         if heartbeat.samples and not fresh:
-            raise agent.Replay  # rolls the claim back
+            raise Replay  # rolls the claim back
         if not fresh:
-            return agent.HeartbeatResult(accepted=0, duplicates=0)
+            return HeartbeatResult(accepted=0, duplicates=0)
         cursor.execute(
             _INSERT,
             [
@@ -109,14 +120,12 @@ def ingest(*, token: str, heartbeat: agent.Heartbeat, now: datetime | None = Non
         )
         if status == Reservation.Status.ACTIVE:
             _count_idle(int(instance_id), fresh, priority, idle_reset_at, idle_warned_at, now)
-    return agent.HeartbeatResult(
-        accepted=len(fresh), duplicates=len(heartbeat.samples) - len(fresh)
-    )
+    return HeartbeatResult(accepted=len(fresh), duplicates=len(heartbeat.samples) - len(fresh))
 
 
 def _count_idle(instance_id, fresh, priority, idle_reset_at, idle_warned_at, now) -> None:
     samples = [
-        idle.IdleSample(
+        IdleSample(
             at=s["at"],
             gpu_utilization=[g["utilization"] for g in s["gpus"]],
             ssh_sessions=s.get("ssh_sessions"),
@@ -125,7 +134,7 @@ def _count_idle(instance_id, fresh, priority, idle_reset_at, idle_warned_at, now
         if not idle_reset_at or s["at"] > idle_reset_at
     ]
     policy = idle.policy_for(priority)
-    if idle_warned_at is None and all(idle.classify(s, policy) == idle.ACTIVE for s in samples):
+    if idle_warned_at is None and all(classify(s, policy) == ACTIVE for s in samples):
         return  # busy and no warning standing: nothing to count, nothing to withdraw
     instance = Instance.objects.select_related("reservation").get(pk=instance_id)
     idle.apply_new_samples(instance, samples, now=now)
@@ -134,9 +143,9 @@ def _count_idle(instance_id, fresh, priority, idle_reset_at, idle_warned_at, now
 def _why_refused(token: str) -> Exception:
     """The claim matched nothing: an unknown token, an instance that has ended, or a
     heartbeat sooner than the minimum interval (one more query, on refusals only)."""
-    instance = agent.instance_for_token(token)
+    instance = instance_for_token(token)
     if instance is None:
         return BadToken()
-    if instance.state not in agent.LIVE_FOR_AGENT:
-        return agent.NotLive()
-    return agent.Throttled()
+    if instance.state not in LIVE_FOR_AGENT:
+        return NotLive()
+    return Throttled()

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from rental.agent.idle import IDLE, IdlePolicy, IdleSample, classify
+from rental.agent.idle_rules import IDLE, IdlePolicy, IdleSample, classify
 from rental.models import UtilizationRollup, UtilizationSample
 
 ROLL_BACK_HOURS = 2  # each run re-rolls the last complete hours, so late samples count

@@ -17,8 +17,14 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from rental.agent import heartbeat as agent_services
 from rental.agent import ingest
+from rental.agent.heartbeat import (
+    Heartbeat,
+    NotLive,
+    Replay,
+    Throttled,
+    instance_for_token,
+)
 
 MAX_BODY_BYTES = 512 * 1024
 MAX_GPUS = 16
@@ -231,10 +237,10 @@ def _spot_notice(value: Any, *, now: datetime) -> dict | None:
     }
 
 
-def parse_heartbeat(data: Any, *, now: datetime) -> agent_services.Heartbeat:
+def parse_heartbeat(data: Any, *, now: datetime) -> Heartbeat:
     """A validated heartbeat from the decoded JSON body, or Invalid naming the field."""
     body = _object(data, "body")
-    return agent_services.Heartbeat(
+    return Heartbeat(
         samples=_samples(body.get("samples", []), now=now),
         health=_health(body.get("health")),
         burn=_burn(body.get("burn")),
@@ -247,7 +253,7 @@ def _error(status: int, code: str, detail: str, **extra: str) -> JsonResponse:
 
 
 def _unknown(token: str) -> bool:
-    return agent_services.instance_for_token(token) is None
+    return instance_for_token(token) is None
 
 
 @csrf_exempt
@@ -279,11 +285,11 @@ def heartbeat(request: HttpRequest) -> JsonResponse:
         result = ingest.ingest(token=token, heartbeat=parsed, now=now)
     except ingest.BadToken:
         return _error(401, "bad_token", "Unknown or revoked agent token.")
-    except agent_services.NotLive:
+    except NotLive:
         return _error(409, "not_live", "The instance has ended; stop sending.")
-    except agent_services.Replay:
+    except Replay:
         return _error(409, "replay", "These samples were already recorded.")
-    except agent_services.Throttled:
+    except Throttled:
         response = _error(429, "throttled", "Too many heartbeats for this instance.")
         response["Retry-After"] = str(settings.PORTAL_AGENT_MIN_INTERVAL_SECONDS)
         return response

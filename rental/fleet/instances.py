@@ -21,7 +21,9 @@ from portal import audit
 from portal.errors import InvalidInput
 from portal.notifications import notify
 from rental import jobs
+from rental.catalog.keys import keys_for_launch
 from rental.fleet import launching, recovery
+from rental.fleet.agent_install import cloud_config
 from rental.fleet.cloud import LaunchRetry, installation_tags, provider_for
 from rental.fleet.failover import (
     Attempt,
@@ -58,11 +60,8 @@ def launch_spec(instance: Instance) -> LaunchSpec:
         TAG_RESERVATION: str(lease.pk),
         TAG_REQUESTER: lease.requester.get_username(),
     }
-    from rental.agent import heartbeat as agent
-    from rental.catalog.keys import keys_for_launch
-
     keys = keys_for_launch(lease)
-    user_data = agent.cloud_config(instance, ssh_keys=keys)
+    user_data = cloud_config(instance, ssh_keys=keys)
     return LaunchSpec(
         region=instance.region,
         instance_type=instance.offering.instance_type,

@@ -16,9 +16,9 @@ from django.views.decorators.http import require_POST
 from portal import access
 from portal.errors import DomainError
 from rental.agent import idle
-from rental.agent.heartbeat import JUPYTER_PORT, TENSORBOARD_PORT, image_has, lease_token
 from rental.catalog import keys
 from rental.fleet import replace, stop
+from rental.fleet.agent_install import JUPYTER_PORT, TENSORBOARD_PORT, image_has, lease_token
 from rental.models import Instance, Reservation, SshKey, UtilizationSample
 
 CHART_HOURS = 12

@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from rental.agent import heartbeat as agent_services
+from rental.fleet import agent_install
 from rental.models import Instance, Reservation, UsageRecord
 from tests import factories
 
@@ -66,9 +66,9 @@ def running_lease(
         start=since,
         rate=Decimal("2.50"),
     )
-    agent_services.cloud_config(instance, ssh_keys=[])
+    agent_install.cloud_config(instance, ssh_keys=[])
     instance.refresh_from_db()
-    return Running(lease=lease, instance=instance, token=agent_services.agent_token(instance))
+    return Running(lease=lease, instance=instance, token=agent_install.agent_token(instance))
 
 
 @pytest.fixture(autouse=True)

@@ -11,8 +11,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from rental.agent.heartbeat import agent_token, lease_token, token_hash
 from rental.fleet import instances as instance_services
+from rental.fleet.agent_install import agent_token, lease_token, token_hash
 from rental.models import Instance, SshKey, UtilizationSample
 from tests import factories
 from tests.agent.conftest import running_lease

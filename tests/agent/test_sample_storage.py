@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from rental.agent.idle import IDLE, IdlePolicy, IdleSample, classify
+from rental.agent.idle_rules import IDLE, IdlePolicy, IdleSample, classify
 from rental.models import UtilizationRollup, UtilizationSample
 from rental.models.packed import PackedReadingsField
 from tests.agent.conftest import running_lease

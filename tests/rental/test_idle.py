@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from rental.agent.idle import IdlePolicy, IdleSample, classify, idle_counts, idle_events
+from rental.agent.idle_rules import IdlePolicy, IdleSample, classify, idle_counts, idle_events
 
 T = datetime(2026, 4, 6, 10, 0, tzinfo=UTC)
 LEARNING = IdlePolicy(threshold_percent=5, warn=20, reap=30)
