@@ -7,7 +7,7 @@ runs, detached when it ends. Nothing but a person's explicit delete removes a vo
 reaping, the lease's end and the instance's termination never do.
 """
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
@@ -20,7 +20,6 @@ from portal import access, audit
 from portal.errors import InvalidInput, InvalidTransition, NotPermitted
 from rental import jobs, selectors
 from rental.catalog import storage
-from rental.fleet.failover import Place
 from rental.models import DataVolume, GpuModel, Instance, Offering, Reservation
 
 VState = DataVolume.State
@@ -225,7 +224,8 @@ def check_volume(
     runs in the volume's zone, else the cheapest there. InvalidInput naming the field
     when the volume is another project's, not available, held by a live lease, or in a
     zone no offering of the model serves with this many GPUs. Reads only: the request
-    form's estimate asks it as it is; ``submit_with_volume`` asks it under the lock."""
+    form's estimate asks it as it is; ``lease_request.submit_with_volume`` asks it under
+    the lock."""
     if volume.project_id != project.pk:
         raise InvalidInput(_("This volume belongs to another project."), field="data_volume")
     if volume.state != VState.AVAILABLE or volume.attached_instance_id is not None:
@@ -262,46 +262,6 @@ def check_volume(
             code="volume_zone",
         )
     return offering or candidates[0]
-
-
-@transaction.atomic
-def submit_with_volume(*, actor, volume: DataVolume, **request) -> Reservation:
-    """``submit_reservation`` with a data volume: the lease runs one instance of an offering
-    in the volume's zone (the cheapest that fits unless one is picked), and the volume is
-    the lease's until it ends. Refusals name the field and write nothing."""
-    from rental.loans.admission import submit_reservation
-
-    locked = DataVolume.objects.select_for_update().get(pk=volume.pk)
-    request["offering"] = check_volume(
-        locked,
-        project=request["project"],
-        gpu_model=request["gpu_model"],
-        gpu_count=request["gpu_count"],
-        market=request["market"],
-        offering=request.get("offering"),
-    )
-    lease = submit_reservation(actor=actor, **request)
-    Reservation.objects.filter(pk=lease.pk).update(data_volume=locked)
-    lease.data_volume = locked
-    return lease
-
-
-def places_for_volume(lease: Reservation, places: list[Place]) -> list[Place]:
-    """L2's places narrowed to the lease's volume: only its account, region and zone (a
-    place where the cloud chooses the zone is told the volume's)."""
-    volume = lease.data_volume
-    if volume is None:
-        return places
-    narrowed: list[Place] = []
-    for place in places:
-        if (place.account_id, place.region) != (volume.account_id, volume.region):
-            continue
-        if place.zone not in ("", volume.zone):
-            continue
-        aimed = replace(place, zone=volume.zone)
-        if aimed not in narrowed:
-            narrowed.append(aimed)
-    return narrowed
 
 
 # -- following the instance ------------------------------------------------------------

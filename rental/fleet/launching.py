@@ -2,6 +2,7 @@
 attempts as rows, aiming an instance row at a place, and the message a person reads
 when it gives up. The decisions themselves are rental.fleet.failover's."""
 
+from dataclasses import replace
 from datetime import datetime
 
 from django.conf import settings
@@ -10,6 +11,7 @@ from django.utils.translation import gettext as _
 
 from rental import selectors
 from rental.catalog import exchange
+from rental.catalog.images import conflict_message
 from rental.fleet.failover import (
     Attempt,
     GiveUp,
@@ -60,8 +62,6 @@ def image_for(lease: Reservation, offering: Offering) -> Image | None:
 
 def _driver_runs_image(image: Image | None, offering: Offering) -> bool:
     """Failover never moves a lease to hosts whose driver cannot run its image's CUDA."""
-    from rental.catalog.images import conflict_message
-
     return not conflict_message(image, offering)
 
 
@@ -98,9 +98,25 @@ def launch_places(instance: Instance) -> list[Place]:
         others=[_view(offering, instance.market) for offering in others],
         allow_other_types=lease.allow_other_instance_types,
     )
-    from rental.catalog import volumes
+    return places_for_volume(lease, places)  # a data volume pins the zone
 
-    return volumes.places_for_volume(lease, places)  # a data volume pins the zone
+
+def places_for_volume(lease: Reservation, places: list[Place]) -> list[Place]:
+    """L2's places narrowed to the lease's volume: only its account, region and zone (a
+    place where the cloud chooses the zone is told the volume's)."""
+    volume = lease.data_volume
+    if volume is None:
+        return places
+    narrowed: list[Place] = []
+    for place in places:
+        if (place.account_id, place.region) != (volume.account_id, volume.region):
+            continue
+        if place.zone not in ("", volume.zone):
+            continue
+        aimed = replace(place, zone=volume.zone)
+        if aimed not in narrowed:
+            narrowed.append(aimed)
+    return narrowed
 
 
 def attempts_of(instance_id: int) -> list[Attempt]:

@@ -16,6 +16,9 @@ from django.utils.translation import gettext as _
 from portal import audit
 from portal.models import Project
 from portal.notifications import admins, notify
+from rental.catalog import exchange
+from rental.fleet.instances import mark_running
+from rental.fleet.termination import tell_admins_still_billing
 from rental.models import (
     Instance,
     Offering,
@@ -217,35 +220,11 @@ def terminate_orphans(
         )
 
 
-def tell_admins_still_billing(
-    *, external_id: str, account: ProviderAccount, region: str, failures: int, error: str
-) -> None:
-    notify(
-        admins(),
-        subject=_("Could not terminate %(id)s: it may still be billing") % {"id": external_id},
-        body=_(
-            "Instance %(id)s in account %(account)s (%(region)s) could not be terminated "
-            "after %(n)s tries and may still be running and billing. Terminate it in the "
-            "provider's console. Last error: %(error)s"
-        )
-        % {
-            "id": external_id,
-            "account": account,
-            "region": region,
-            "n": failures,
-            "error": error,
-        },
-    )
-
-
 @transaction.atomic
 def adopt_orphan(*, orphan: Orphan, cloud: CloudInstance, now: datetime) -> Reservation | None:
     """Adopt a running orphan into a new lease of the project its tags name, billed from
     now. Reported instead (None) when that project or an offering of its type is unknown.
     An adopted lease skips admission: its GPUs already run."""
-    from rental.catalog import exchange
-    from rental.fleet.instances import mark_running
-
     project = Project.objects.filter(slug=cloud.tag(TAG_PROJECT), is_active=True).first()
     offering = (
         Offering.objects.filter(

@@ -14,13 +14,14 @@ from django.utils.translation import gettext as _
 
 from portal import audit
 from portal.models import AuditEvent
-from portal.notifications import notify
+from portal.notifications import admins, notify
 from rental import jobs
-from rental.fleet import orphans
+from rental.catalog import volumes
+from rental.fleet import volume_cloud
 from rental.fleet.cloud import LaunchRetry, provider_for
 from rental.loans.ending import GONE, ended_status
 from rental.loans.usage import close_usage, stop_billing_and_terminate
-from rental.models import Instance, Reservation, TerminationReason, UsageRecord
+from rental.models import Instance, ProviderAccount, Reservation, TerminationReason, UsageRecord
 from rental.providers.base import TAG_IDEMPOTENCY_KEY, CloudState, Provider, ProviderError
 
 logger = logging.getLogger(__name__)
@@ -83,7 +84,7 @@ def _count_terminate_failure(instance: Instance, exc: ProviderError) -> None:
     )
     failures = Instance.objects.values_list("terminate_failures", flat=True).get(pk=instance.pk)
     if failures == settings.PORTAL_TERMINATE_MAX_ATTEMPTS:
-        orphans.tell_admins_still_billing(
+        tell_admins_still_billing(
             external_id=instance.external_id or instance.idempotency_key,
             account=instance.account,
             region=instance.region,
@@ -92,16 +93,33 @@ def _count_terminate_failure(instance: Instance, exc: ProviderError) -> None:
         )
 
 
-def _detach_volumes(instance: Instance, provider: Provider) -> None:
-    from rental.fleet import volume_cloud
+def tell_admins_still_billing(
+    *, external_id: str, account: ProviderAccount, region: str, failures: int, error: str
+) -> None:
+    notify(
+        admins(),
+        subject=_("Could not terminate %(id)s: it may still be billing") % {"id": external_id},
+        body=_(
+            "Instance %(id)s in account %(account)s (%(region)s) could not be terminated "
+            "after %(n)s tries and may still be running and billing. Terminate it in the "
+            "provider's console. Last error: %(error)s"
+        )
+        % {
+            "id": external_id,
+            "account": account,
+            "region": region,
+            "n": failures,
+            "error": error,
+        },
+    )
 
+
+def _detach_volumes(instance: Instance, provider: Provider) -> None:
     volume_cloud.detach_before_terminate(instance, provider)
 
 
 def _storage_after_termination(ended: dict[int, datetime]) -> None:
     """Data volumes are released (never deleted) and stopped disks stop billing (B8)."""
-    from rental.catalog import volumes
-
     volumes.instance_ended(ended)
 
 

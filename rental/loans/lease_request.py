@@ -58,7 +58,7 @@ def submit_lease(
 ) -> Reservation:
     """``submit_reservation`` with the chosen keys stored on the lease (None or empty:
     all of the requester's keys at launch) and, when a data volume is picked, the launch
-    placed in its zone (``volumes.submit_with_volume``). Refusals write nothing."""
+    placed in its zone (``submit_with_volume``). Refusals write nothing."""
     keys = check_lease_keys(requester=actor, keys=ssh_keys)
     if data_volume is not None:
         # The volume decides the offering (its zone), so the image is checked against it.
@@ -75,7 +75,7 @@ def submit_lease(
     )
     check_image_fits(image, offering)
     if data_volume is not None:
-        lease = volumes.submit_with_volume(actor=actor, volume=data_volume, now=now, **request)
+        lease = submit_with_volume(actor=actor, volume=data_volume, now=now, **request)
     else:
         lease = submit_reservation(actor=actor, now=now, **request)
     if keys:
@@ -89,4 +89,24 @@ def submit_lease(
             at=lease.submitted_at,
             after={"keys": sorted(key.name for key in keys)},
         )
+    return lease
+
+
+@transaction.atomic
+def submit_with_volume(*, actor, volume: DataVolume, **request) -> Reservation:
+    """``submit_reservation`` with a data volume: the lease runs one instance of an offering
+    in the volume's zone (the cheapest that fits unless one is picked), and the volume is
+    the lease's until it ends. Refusals name the field and write nothing."""
+    locked = DataVolume.objects.select_for_update().get(pk=volume.pk)
+    request["offering"] = volumes.check_volume(
+        locked,
+        project=request["project"],
+        gpu_model=request["gpu_model"],
+        gpu_count=request["gpu_count"],
+        market=request["market"],
+        offering=request.get("offering"),
+    )
+    lease = submit_reservation(actor=actor, **request)
+    Reservation.objects.filter(pk=lease.pk).update(data_volume=locked)
+    lease.data_volume = locked
     return lease

@@ -5,6 +5,7 @@ import pytest
 
 from portal.models import AuditEvent
 from rental.catalog import volumes
+from rental.loans.lease_request import submit_with_volume
 from rental.models import DataVolume
 from tests.api.catalog_support import HUGE, NOT_JSON, client_for, counts, finance, post_raw
 
@@ -127,7 +128,7 @@ def test_it_lists_the_volumes_of_the_callers_projects(zoned):
 
 def test_it_says_which_lease_holds_a_volume_and_refuses_to_delete_it(zoned, t0):
     volume = made(zoned)
-    lease = volumes.submit_with_volume(
+    lease = submit_with_volume(
         actor=zoned.alice,
         volume=volume,
         project=zoned.alpha,

@@ -12,6 +12,7 @@ from rental.catalog import volumes
 from rental.fleet import instances, stop, sync, termination, volume_cloud
 from rental.fleet.cloud import provider_for
 from rental.loans import admission, ending
+from rental.loans.lease_request import submit_with_volume
 from rental.models import DataVolume, Instance, StorageInterval
 from tests import factories
 
@@ -68,7 +69,7 @@ def test_it_refuses_a_bad_size_or_zone_and_writes_nothing(f0c, t0):
 
 def test_it_places_the_launch_in_the_volume_zone_attaches_and_keeps_it_at_the_end(f0c, t0):
     volume = made_volume(f0c, t0)
-    lease = volumes.submit_with_volume(
+    lease = submit_with_volume(
         actor=f0c.alice,
         volume=volume,
         project=f0c.alpha,
@@ -95,7 +96,7 @@ def test_it_places_the_launch_in_the_volume_zone_attaches_and_keeps_it_at_the_en
 
     # A second lease cannot take it while the first holds it.
     with pytest.raises(InvalidInput):
-        volumes.submit_with_volume(
+        submit_with_volume(
             actor=f0c.alice,
             volume=volume,
             project=f0c.alpha,
