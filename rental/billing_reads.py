@@ -9,10 +9,8 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import (
-    F,
-    Q,
-)
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce
 
 from rental.models import (
     ExchangeRate,
@@ -20,11 +18,13 @@ from rental.models import (
     Pool,
     Quota,
     Reservation,
+    StorageInterval,
     Tier,
     UsageRecord,
     UtilizationRollup,
     UtilizationSample,
 )
+from rental.models.agent import ROLL_BACK_HOURS, hour_of, rollup
 from rental.models.currency import billing_currency
 from rental.selectors import usage_for_period
 
@@ -183,8 +183,6 @@ def idle_hours(*, start: datetime, end: datetime, project_ids: Iterable[int]) ->
     the hourly rollups (kept ``PORTAL_ROLLUP_RETENTION_DAYS``); the recent hours the beat
     has not rolled up yet from the raw samples, so the last minutes count too. Two queries,
     whatever the window."""
-    from rental.agent.samples import ROLL_BACK_HOURS, hour_of, rollup
-
     projects = list(project_ids)
     priced = (
         "instance__reservation__gpu_model_id",
@@ -247,10 +245,6 @@ def storage_intervals_for_period(
     for those overlapping [start, end), as plain rows in one query: ``id, project_id, kind,
     volume_id, instance_id, size_gb, rate_per_gb_month, start, end, name, reservation_id``
     (``name``: the volume's name or the instance's cloud id)."""
-    from django.db.models.functions import Coalesce as Coalesced
-
-    from rental.models import StorageInterval
-
     rows = StorageInterval.objects.filter(start__lt=end).filter(
         Q(end__isnull=True) | Q(end__gt=start)
     )
@@ -258,7 +252,7 @@ def storage_intervals_for_period(
         rows = rows.filter(project_id__in=list(project_ids))
     return (
         rows.annotate(
-            name=Coalesced(F("volume__name"), F("instance__external_id")),
+            name=Coalesce(F("volume__name"), F("instance__external_id")),
             reservation_id=F("instance__reservation_id"),
         )
         .order_by("start", "id")

@@ -12,6 +12,7 @@ from django.db.models import (
     F,
     IntegerField,
     OuterRef,
+    Prefetch,
     Q,
     QuerySet,
     Subquery,
@@ -22,6 +23,7 @@ from django.db.models.functions import Coalesce, Now
 from portal import access
 from portal.models import Project
 from rental.models import (
+    DataVolume,
     GpuModel,
     Image,
     Instance,
@@ -369,8 +371,6 @@ def pool_overviews(pools: Iterable[Pool]) -> list[PoolOverview]:
 def project_volumes(project: Project | int):
     """A project's data volumes (deleted ones left out) with where each is attached and
     the lease that holds it, in a fixed number of queries."""
-    from rental.models import DataVolume
-
     return volumes(
         DataVolume.objects.filter(project=project).exclude(state=DataVolume.State.DELETED)
     ).order_by("name", "pk")
@@ -379,8 +379,6 @@ def project_volumes(project: Project | int):
 def volumes(queryset):
     """Data volumes with their project, where each is attached and the lease that holds
     it (``holding_leases``), in a fixed number of queries."""
-    from django.db.models import Prefetch
-
     holding = Reservation.objects.exclude(status__in=Reservation.FINAL).order_by("pk")
     return queryset.select_related(
         "project", "attached_instance__reservation", "account", "created_by"
@@ -389,8 +387,6 @@ def volumes(queryset):
 
 def available_volumes(project: Project | int):
     """The project's volumes a new lease may pick: available and held by no live lease."""
-    from rental.models import DataVolume
-
     held = Reservation.objects.exclude(status__in=Reservation.FINAL).filter(
         data_volume__isnull=False
     )

@@ -3,8 +3,12 @@
 from datetime import timedelta
 
 from celery import shared_task
+from django.conf import settings
+from django.utils import timezone
 
-from rental.fleet import cloud, instances, termination
+from rental.agent import samples
+from rental.catalog import images
+from rental.fleet import cloud, instances, recovery, stop, sync, termination, volume_cloud
 from rental.fleet.retry import RETRY_COUNTDOWNS
 from rental.loans import due, ending, expiry, queue
 
@@ -35,24 +39,18 @@ def terminate_instance_task(self, instance_id: int) -> None:
 @shared_task(acks_late=True, ignore_result=True)
 def sync_instances_task() -> None:
     """The periodic sync: fans out one sync_region_task per account and region."""
-    from rental.fleet import sync
-
     sync.start_sync()
 
 
 @shared_task(acks_late=True, ignore_result=True)
 def sync_region_task(account_id: int, region: str) -> None:
     """One account in one region; a duplicate delivery finds the region claimed."""
-    from rental.fleet import sync
-
     sync.sync_account_region(account_id=account_id, region=region)
 
 
 @shared_task(acks_late=True, ignore_result=True)
 def sweep_launches_task() -> None:
     """Launches whose worker died, or whose message was lost, sent again (L1)."""
-    from rental.fleet import recovery
-
     recovery.sweep_launches()
 
 
@@ -60,9 +58,6 @@ def sweep_launches_task() -> None:
 def end_expired_leases_task() -> None:
     """The lease check: warn (L5), end what is due, and give each lease that ends before
     the next check a task at its end second."""
-    from django.conf import settings
-    from django.utils import timezone
-
     now = timezone.now()
     expiry.warn_ending_leases(now=now)
     ending.end_expired_leases(now=now)
@@ -90,38 +85,28 @@ def process_due_task() -> None:
 
 @shared_task(acks_late=True)
 def roll_up_utilization_task() -> None:
-    from rental.agent import samples
-
     samples.roll_up_hours()
     samples.purge_samples()
 
 
 @shared_task(acks_late=True, autoretry_for=(cloud.LaunchRetry,), max_retries=5)
 def stop_instances_task(instance_ids: list[int]) -> None:
-    from rental.fleet import stop
-
     stop.cloud_stop(instance_ids)
 
 
 @shared_task(acks_late=True, autoretry_for=(cloud.LaunchRetry,), max_retries=5)
 def start_instances_task(instance_ids: list[int]) -> None:
-    from rental.fleet import stop
-
     stop.cloud_start(instance_ids)
 
 
 @shared_task(acks_late=True)
 def expire_stopped_leases_task() -> None:
-    from rental.fleet import stop
-
     stop.expire_stopped_leases()
 
 
 @shared_task(bind=True, acks_late=True, max_retries=None)
 def save_image_task(self, image_id: int) -> None:
     """CreateImage once (the driver's idempotency key), then poll until it settles."""
-    from rental.catalog import images
-
     try:
         settled = images.advance_image(image_id=image_id)
     except images.ProviderError as exc:
@@ -139,20 +124,14 @@ def save_image_task(self, image_id: int) -> None:
 
 @shared_task(acks_late=True, autoretry_for=(cloud.LaunchRetry,), max_retries=5, retry_backoff=True)
 def create_volume_task(volume_id: int) -> None:
-    from rental.fleet import volume_cloud
-
     volume_cloud.create_in_cloud(volume_id)
 
 
 @shared_task(acks_late=True, autoretry_for=(cloud.LaunchRetry,), max_retries=8, retry_backoff=True)
 def attach_volume_task(volume_id: int) -> None:
-    from rental.fleet import volume_cloud
-
     volume_cloud.attach_in_cloud(volume_id)
 
 
 @shared_task(acks_late=True, autoretry_for=(cloud.LaunchRetry,), max_retries=5)
 def delete_volume_task(volume_id: int) -> None:
-    from rental.fleet import volume_cloud
-
     volume_cloud.delete_in_cloud(volume_id)

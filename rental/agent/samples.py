@@ -9,39 +9,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from rental.agent.idle_rules import IDLE, IdlePolicy, IdleSample, classify
 from rental.models import UtilizationRollup, UtilizationSample
-
-ROLL_BACK_HOURS = 2  # each run re-rolls the last complete hours, so late samples count
-
-
-def hour_of(moment: datetime) -> datetime:
-    return moment.replace(minute=0, second=0, microsecond=0)
-
-
-def rollup(rows: list[tuple[list[float], list[float]]], *, threshold: float) -> dict:
-    """Per-GPU mean and peak utilization and mean memory of one instance-hour's samples
-    (utilization, memory used); a pure function. Samples without readings are skipped."""
-    readable = [(u, m) for u, m in rows if u]
-    gpus = max((len(u) for u, _m in readable), default=0)
-    util: list[list[float]] = [[] for _ in range(gpus)]
-    memory: list[list[float]] = [[] for _ in range(gpus)]
-    for u, m in readable:
-        for i, value in enumerate(u):
-            util[i].append(value)
-        for i, value in enumerate(m[:gpus]):
-            memory[i].append(value)
-    policy = IdlePolicy(threshold_percent=threshold)
-    idle = sum(
-        1 for u, _m in readable if classify(IdleSample(at=None, gpu_utilization=u), policy) == IDLE
-    )
-    return {
-        "samples": len(rows),
-        "idle_samples": idle,
-        "gpu_utilization_mean": [round(sum(v) / len(v), 2) if v else None for v in util],
-        "gpu_utilization_max": [max(v) if v else None for v in util],
-        "memory_used_mb_mean": [round(sum(v) / len(v), 1) if v else None for v in memory],
-    }
+from rental.models.agent import ROLL_BACK_HOURS, hour_of, rollup
 
 
 def roll_up_hours(*, now: datetime | None = None, hours: int = ROLL_BACK_HOURS) -> int:

@@ -21,6 +21,7 @@ from portal import audit
 from portal.errors import InvalidInput
 from portal.notifications import notify
 from rental import jobs
+from rental.catalog import volumes
 from rental.catalog.keys import keys_for_launch
 from rental.fleet import launching, recovery
 from rental.fleet.agent_install import cloud_config
@@ -310,8 +311,6 @@ def mark_running(instance: Instance, cloud: CloudInstance, *, now: datetime) -> 
         at=now,
         after={"address": instance.public_address},
     )
-    from rental.catalog import volumes
-
     volumes.attach_when_running(instance, now=now)
     locked = Reservation.objects.select_for_update().get(pk=lease.pk)
     if (

@@ -18,6 +18,7 @@ from portal import audit
 from portal.errors import DomainError
 from portal.notifications import notify
 from rental import jobs
+from rental.loans.admission import submit_reservation
 from rental.loans.usage import close_usage
 from rental.models import Instance, Market, Reservation, TerminationReason
 
@@ -82,8 +83,6 @@ def _terminate_at(instance_id: int, at: datetime) -> None:
 
 
 def _requeue(lease: Reservation, *, now: datetime) -> Reservation | None:
-    from rental.loans.admission import submit_reservation
-
     hours = Decimal((lease.end - now).total_seconds()) / 3600
     if hours <= 0:
         return None

@@ -10,14 +10,17 @@ from collections import defaultdict
 from datetime import datetime
 from decimal import Decimal
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from portal import access, audit
 from portal.errors import InvalidTransition, NotPermitted, QuotaExceeded
+from portal.notifications import notify
 from rental import jobs
 from rental.catalog import storage
+from rental.fleet.cloud import provider_for
 from rental.loans.admission import admission
 from rental.loans.standing import lock_pool
 from rental.loans.usage import close_usage
@@ -143,16 +146,12 @@ def _by_account_and_region(instance_ids: list[int]) -> dict:
 
 def cloud_stop(instance_ids: list[int]) -> None:
     """The cloud side of a stop: one StopInstances per account and region."""
-    from rental.fleet.cloud import provider_for
-
     for group in _by_account_and_region(instance_ids).values():
         provider_for(group[0]).stop([i.external_id for i in group], region=group[0].region)
 
 
 def cloud_start(instance_ids: list[int]) -> None:
     """The cloud side of a resume: one StartInstances per account and region."""
-    from rental.fleet.cloud import provider_for
-
     for group in _by_account_and_region(instance_ids).values():
         provider_for(group[0]).start([i.external_id for i in group], region=group[0].region)
 
@@ -201,10 +200,6 @@ def expire_stopped_leases(*, now: datetime | None = None) -> tuple[int, int]:
     """L9 retention: a lease stopped for ``PORTAL_STOPPED_RETENTION_DAYS`` (15) is ended
     and its disk deleted; its requester is warned ``PORTAL_STOPPED_WARNING_DAYS`` (3)
     before. Returns (warned, ended)."""
-    from django.conf import settings
-
-    from portal.notifications import notify
-
     now = now or timezone.now()
     retention = timezone.timedelta(days=settings.PORTAL_STOPPED_RETENTION_DAYS)
     warning = timezone.timedelta(days=settings.PORTAL_STOPPED_WARNING_DAYS)

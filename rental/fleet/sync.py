@@ -17,7 +17,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from rental import jobs
-from rental.fleet import orphans, recovery
+from rental.fleet import orphans, recovery, spot
 from rental.fleet.cloud import installation_tags
 from rental.fleet.instances import _link, fail_instance, mark_running
 from rental.fleet.termination import launch_may_be_in_flight, mark_terminated, mark_terminated_many
@@ -285,8 +285,6 @@ def _apply_cloud_state(
     if found.state in (CloudState.SHUTTING_DOWN, CloudState.TERMINATED):
         at = found.state_changed_at or now
         at = min(max(at, instance.running_at or at), now)
-        from rental.fleet import spot
-
         reason = spot.reason_from_cloud(instance, found.state_reason)
         if reason:  # a spot interruption (L7): rare, so handled one by one
             mark_terminated(instance_id=instance.pk, at=at, reason=reason)

@@ -16,6 +16,7 @@ from django.utils.translation import gettext as _
 from portal import audit
 from portal.errors import InvalidTransition
 from portal.notifications import notify
+from rental.loans.ending import end_reservation
 from rental.models import Reservation, TerminationReason
 
 Status = Reservation.Status
@@ -80,8 +81,6 @@ def leases_ending_before(*, until: datetime, now: datetime) -> list[tuple[int, d
 def end_lease_at_its_end(*, reservation_id: int, now: datetime | None = None) -> bool:
     """End one lease whose end has come (a task scheduled at its end second). Does
     nothing before its end, or when it was ended or extended meanwhile."""
-    from rental.loans.ending import end_reservation
-
     now = now or timezone.now()
     lease = Reservation.objects.filter(pk=reservation_id, status__in=LIVE).first()
     if lease is None or lease.end > now:

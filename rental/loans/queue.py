@@ -13,6 +13,7 @@ from rental.loans import ceiling, messages, reclaim, reservations
 from rental.loans.admission_checks import hold
 from rental.loans.admission_rules import Decision, Standing, decide
 from rental.loans.placement import apply_decision
+from rental.loans.pools import tell_watchers
 from rental.loans.queue_rules import Waiting, queue_order
 from rental.loans.standing import lock_pool, read_standing
 from rental.loans.usage import close_usage
@@ -145,8 +146,6 @@ def admit_in_pool(pool: Pool, *, now: datetime) -> list[Reservation]:
             passed.add(lease.pk)
         else:
             break
-    from rental.loans.pools import tell_watchers
-
     tell_watchers(pool, now=now)
     return admitted
 

@@ -13,6 +13,7 @@ from django.utils.translation import gettext as _
 from portal import access, approvals, audit
 from portal.errors import InvalidInput, InvalidTransition, NotPermitted
 from portal.models import Project
+from rental import jobs
 from rental.loans import messages
 from rental.loans.quotas import check_quota
 from rental.loans.standing import lock_pool
@@ -154,8 +155,6 @@ def decide_quota_request(
     )
     messages.quota_change_decided(request, approved=approve)
     if approve:
-        from rental import jobs
-
         jobs.admit_queued_on_commit(request.gpu_model_id)
     return request
 

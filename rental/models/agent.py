@@ -1,9 +1,44 @@
 """What the agents report, kept beyond the raw retention window: hourly rollups."""
 
+from datetime import datetime
+
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from rental.models.packed import PackedReadingsField
+
+# Hourly rollups of the samples: the hour a sample falls in, and one hour's figures
+# (pure, so that billing's reads and the agent's retention share them).
+ROLL_BACK_HOURS = 2  # each run re-rolls the last complete hours, so late samples count
+
+
+def hour_of(moment: datetime) -> datetime:
+    return moment.replace(minute=0, second=0, microsecond=0)
+
+
+def rollup(rows: list[tuple[list[float], list[float]]], *, threshold: float) -> dict:
+    """Per-GPU mean and peak utilization and mean memory of one instance-hour's samples
+    (utilization, memory used); a pure function. Samples without readings are skipped."""
+    readable = [(u, m) for u, m in rows if u]
+    gpus = max((len(u) for u, _m in readable), default=0)
+    util: list[list[float]] = [[] for _ in range(gpus)]
+    memory: list[list[float]] = [[] for _ in range(gpus)]
+    for u, m in readable:
+        for i, value in enumerate(u):
+            util[i].append(value)
+        for i, value in enumerate(m[:gpus]):
+            memory[i].append(value)
+    # Idle as L6 counts it on the GPUs alone: every reading under the threshold (the SSH
+    # condition is the reaper's, not the rollup's). tests/rental/agent/test_retention.py
+    # holds this to rental.agent.idle_rules.classify.
+    idle = sum(1 for u, _m in readable if all(value < threshold for value in u))
+    return {
+        "samples": len(rows),
+        "idle_samples": idle,
+        "gpu_utilization_mean": [round(sum(v) / len(v), 2) if v else None for v in util],
+        "gpu_utilization_max": [max(v) if v else None for v in util],
+        "memory_used_mb_mean": [round(sum(v) / len(v), 1) if v else None for v in memory],
+    }
 
 
 class UtilizationRollup(models.Model):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.conf import settings
+
 from rental.providers.base import AccountConfig, Provider, ProviderError, ProviderErrorKind
 
 DRIVER_CHOICES: list[tuple[str, str]] = [
@@ -13,9 +15,9 @@ def get_provider(config: AccountConfig) -> Provider:
     """A new driver for ``config``; raises ``ProviderError`` (kind ``invalid``) for a
     driver name this portal does not know. Makes no network call."""
     if config.driver == "aws":
-        from django.conf import settings
-
-        from rental.providers.aws import AwsProvider  # boto3 is loaded only when needed
+        # Late on purpose: boto3 (with botocore, ~0.3 s) is loaded only by a process that
+        # calls a cloud, never by the web's pages or a management command that does not.
+        from rental.providers.aws import AwsProvider  # noqa: PLC0415
 
         # Bounded calls: what PORTAL_LAUNCH_STALE_SECONDS is sized from (see the settings).
         return AwsProvider(

@@ -2,15 +2,20 @@
 
 from datetime import UTC, datetime, timedelta
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from rental.agent import samples
+from rental.agent.idle_rules import IDLE, IdlePolicy, IdleSample, classify
 from rental.models import UtilizationRollup, UtilizationSample
+from rental.models.agent import rollup
 from tests.agent.conftest import running_lease
 
 NOW = datetime(2026, 4, 20, 12, 5, tzinfo=UTC)
 
 
 def test_it_rolls_up_an_hour_per_gpu():
-    rolled = samples.rollup(
+    rolled = rollup(
         [([0.0, 80.0], [1000.0, 3000.0]), ([4.0, 100.0], [2000.0, 3000.0]), ([], [])],
         threshold=5,
     )
@@ -21,7 +26,21 @@ def test_it_rolls_up_an_hour_per_gpu():
         "gpu_utilization_max": [4.0, 100.0],
         "memory_used_mb_mean": [1500.0, 3000.0],
     }
-    assert samples.rollup([([1.0], [0.0]), ([6.0], [0.0])], threshold=5)["idle_samples"] == 1
+    assert rollup([([1.0], [0.0]), ([6.0], [0.0])], threshold=5)["idle_samples"] == 1
+
+
+readings = st.lists(st.floats(min_value=0, max_value=100, allow_nan=False), max_size=4)
+
+
+@given(st.lists(readings, max_size=12), st.floats(min_value=0.5, max_value=50))
+def test_it_counts_idle_samples_as_the_idle_rule_does(utilizations, threshold):
+    # The rollup lives beside its model (billing reads it); its idle count must stay L6's.
+    policy = IdlePolicy(threshold_percent=threshold)
+    idle = sum(
+        classify(IdleSample(at=NOW, gpu_utilization=u), policy) == IDLE for u in utilizations
+    )
+    rolled = rollup([(u, []) for u in utilizations], threshold=threshold)
+    assert rolled["idle_samples"] == idle
 
 
 def test_it_keeps_rollups_and_drops_raw_samples_past_retention(f0, settings):
