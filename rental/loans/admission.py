@@ -141,7 +141,12 @@ def preview_admission(
     end = reservations.window_end(begins, lease_seconds(hours))
     return decide_request(
         pool,
-        read_standing(pool, project.pk, priority=priority, window=None if booking else (now, end)),
+        read_standing(
+            pool,
+            project.pk,
+            priority=priority,
+            window=None if booking else (now, ceiling.queued_window(end)),
+        ),
         selectors.quota_for(project, gpu_model),
         project_id=project.pk,
         gpu_count=gpu_count,
@@ -313,7 +318,10 @@ def submit_reservation(
         prepared = prepare_insert([reservation, *new_instances(reservation, instance_ids), event])
         reservation.pk = None
     pool, standing = lock_and_read(
-        gpu_model, project.pk, priority=priority, window=None if booking else (begins, end)
+        gpu_model,
+        project.pk,
+        priority=priority,
+        window=None if booking else (begins, ceiling.queued_window(end)),
     )
     decision = decide_request(
         pool,

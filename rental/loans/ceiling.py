@@ -7,8 +7,9 @@ admitted now that would pass L when a booking starts, go to the manager; the que
 an extension and a move of a booking ask the same question (``ceiling_conflict``).
 """
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db.models import Q
 from django.utils.translation import gettext as _
 
@@ -26,6 +27,13 @@ Status = Reservation.Status
 IN_CEILING = ~Q(tier=Tier.SPOT) & (
     (HOLDING_GPUS & ~NOTICED) | CLAIMING | Q(status=Status.SCHEDULED)
 )
+
+
+def queued_window(end: datetime) -> datetime:
+    """Where a lease that is not admitted at once may end: one that takes GPUs back
+    starts when its victims' notice is over and keeps its length (Q8), so L over time is
+    checked up to a notice past its window."""
+    return end + timedelta(seconds=settings.PORTAL_PREEMPTION_NOTICE_SECONDS)
 
 
 def ceiling_conflict(
@@ -88,14 +96,17 @@ def keep_ceiling(
     booked: bool,
 ) -> Decision:
     """A lease admitted now, beside its project's bookings (``booked``: some overlap its
-    window), goes to the manager where it would take the project over L when a booking
-    starts (``ceiling_conflict``). Without bookings Q2 has decided already."""
+    window, ``queued_window`` long for a queued one), goes to the manager where it would
+    take the project over L when a booking starts (``ceiling_conflict``). Without
+    bookings Q2 has decided already."""
     if (
         not booked
         or market == Market.SPOT
         or decision.status not in (Status.PROVISIONING, Status.QUEUED)
     ):
         return decision
+    if decision.status == Status.QUEUED:
+        end = queued_window(end)
     conflict = ceiling_conflict(
         pool, project_id=project_id, ceiling=ceiling, gpus=gpus, start=start, end=end
     )

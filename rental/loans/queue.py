@@ -82,7 +82,9 @@ def admit_in_pool(pool: Pool, *, now: datetime) -> list[Reservation]:
         for lease in ordered:
             standing = standings[lease.project_id]
             end = now + (lease.end - lease.start)
-            booked = reservations.overlaps(bookings.get(lease.project_id, []), now, end)
+            booked = reservations.overlaps(
+                bookings.get(lease.project_id, []), now, ceiling.queued_window(end)
+            )
             try:
                 decision = decide(
                     standing,

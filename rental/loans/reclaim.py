@@ -74,6 +74,12 @@ def reclaim_for(*, pool: Pool, lease: Reservation, standing: Standing, now: date
     ):
         preempt(victim=victim, needed_by=lease, now=now, due=due, figures=figures)
     lease.reclaim_due_at = due
+    if not lease.is_reservation:
+        # It starts when the notice is over and keeps its length (its window was checked
+        # against L up to a notice past it, ceiling.queued_window): stored as it will run,
+        # so that what is checked beside it meanwhile counts it where it will be.
+        length = lease.end - lease.start
+        lease.start, lease.end = due, due + length
     lease.status_code = "reclaiming"
     lease.status_message = _(
         "Taking %(n)s GPUs back from %(count)s lower-ranked leases; starts at %(due)s UTC."
