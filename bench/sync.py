@@ -4,7 +4,7 @@
         .venv/bin/python bench/sync.py [--sizes 1000,10000] [--reset] [--keep]
 
 For each size N, half the live instances run in us-east-1 and half in us-west-2: the
-cloud (``python -m rental.localcloud --fast-describe`` in its own process, so this
+cloud (``python -m devcloud.server --fast-describe`` in its own process, so this
 process's memory is the worker's) and the database (N running rows with open usage) are
 filled, then one tick of ``sync_instances`` is timed: wall time, the endpoint's share
 (the same describes timed alone), DescribeInstances calls per region, SQL queries, and
@@ -36,7 +36,7 @@ REGIONS = ("us-east-1", "us-west-2")
 
 def start_cloud() -> tuple[subprocess.Popen, str]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "rental.localcloud", "--port", "0", "--fast-describe"],
+        [sys.executable, "-m", "devcloud.server", "--port", "0", "--fast-describe"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,

@@ -4,7 +4,7 @@ moto's server runs in a background thread on 127.0.0.1, wrapped in a small WSGI 
 that can answer EC2 Query actions with injected errors (in EC2's own XML error format, so
 boto3 raises exactly the ``ClientError`` it would raise against AWS), can refuse requests
 signed with unknown access keys, and records every request it sees. A RunInstances
-ClientToken is honoured as EC2 does (rental.localcloud_tokens).
+ClientToken is honoured as EC2 does (devcloud.tokens).
 
     cloud = start()                       # cloud.url == "http://127.0.0.1:<port>"
     cloud.inject(action="RunInstances", code="InsufficientInstanceCapacity", times=2)
@@ -18,7 +18,7 @@ ClientToken is honoured as EC2 does (rental.localcloud_tokens).
     cloud.reset()                         # no faults, any key, empty log, empty cloud
     cloud.stop()
 
-Run in the foreground with ``python -m rental.localcloud --port 5005``.
+Run in the foreground with ``python -m devcloud.server --port 5005``.
 
 moto keeps its state in process-wide backends, so every LocalCloud in one process shares
 the same cloud, and ``reset()`` empties it for all of them.
@@ -554,7 +554,7 @@ class _Args:
 
 def _parse_args(argv: list[str] | None) -> _Args:
     parser = argparse.ArgumentParser(
-        prog="python -m rental.localcloud", description="A local EC2-compatible endpoint."
+        prog="python -m devcloud.server", description="A local EC2-compatible endpoint."
     )
     parser.add_argument("--port", type=int, default=5005, help="0 picks a free port")
     parser.add_argument("--verbose", action="store_true", help="log every request")

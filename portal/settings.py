@@ -449,7 +449,7 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "portal.api.schema.add_error_responses",
         # The agent's heartbeat is a plain view (speed); its operation is written here.
-        "rental.heartbeat_schema.add_agent_heartbeat",
+        "rental.api.heartbeat_schema.add_agent_heartbeat",
     ],
 }
 

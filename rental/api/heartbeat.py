@@ -13,6 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse
+from django.urls import path
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
@@ -294,3 +295,6 @@ def heartbeat(request: HttpRequest) -> JsonResponse:
         response["Retry-After"] = str(settings.PORTAL_AGENT_MIN_INTERVAL_SECONDS)
         return response
     return JsonResponse({"accepted": result.accepted, "duplicates": result.duplicates})
+
+
+urlpatterns = [path("api/v1/agent/heartbeat", heartbeat, name="agent_heartbeat")]

@@ -1,6 +1,6 @@
 """The agent's heartbeat in the OpenAPI schema.
 
-``POST /api/v1/agent/heartbeat`` is a plain Django view (rental.heartbeat), kept off DRF
+``POST /api/v1/agent/heartbeat`` is a plain Django view (rental.api.heartbeat), kept off DRF
 so that a heartbeat costs a parse and a few queries. drf-spectacular does not see it, so
 this postprocessing hook (``SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]``) writes its
 operation from the same limits the view checks; it runs only when the schema is built,
