@@ -20,37 +20,8 @@ def record(
     at: Any = None,
 ) -> AuditEvent:
     """Write one audit event. ``actor`` is a user or None for the system."""
-    event = build(
-        actor=actor,
-        verb=verb,
-        obj=obj,
-        source=source,
-        project=project,
-        before=before,
-        after=after,
-        at=at,
-    )
-    event.save(force_insert=True)
-    return event
-
-
-def build(
-    *,
-    actor: Any,
-    verb: str,
-    obj: Model,
-    source: str,
-    project: Project | int | None = None,
-    before: dict[str, Any] | None = None,
-    after: dict[str, Any] | None = None,
-    at: Any = None,
-    pk: int | None = None,
-) -> AuditEvent:
-    """The event ``record`` writes, unsaved: for a writer that inserts it together with
-    the rows it describes (``portal.batch.insert_together``)."""
     project_id = project if isinstance(project, int) or project is None else project.pk
-    return AuditEvent(
-        pk=pk,
+    return AuditEvent.objects.create(
         at=at or timezone.now(),
         actor=actor if getattr(actor, "is_authenticated", False) else None,
         verb=verb,

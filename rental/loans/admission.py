@@ -13,14 +13,13 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from portal import access, approvals, audit
-from portal.batch import draw_ids, prepare_insert
 from portal.errors import (
     InvalidInput,
     InvalidTransition,
     NotPermitted,
     QuotaExceeded,
 )
-from portal.models import AuditEvent, Project
+from portal.models import Project
 from rental import jobs, selectors
 from rental.loans import ceiling, messages, pending_limit, reclaim, reservations
 from rental.loans.admission_checks import (
@@ -305,18 +304,12 @@ def submit_reservation(
         is_reservation=booking,
         status=Status.PENDING_APPROVAL,
     )
-    # The rows an admission writes, compiled into one INSERT before the lock; under it
-    # only the decision's fields are put in.
+    # Written first, decided under the lock: the lease (waiting for approval, a status no
+    # standing counts) and, when it may run now, its instances are inserted before the
+    # pool lock. Nobody else sees them before the commit, and a refusal rolls them back.
+    reservation.save(force_insert=True)
     may_run_now = not booking and not limited
-    lease_id, event_id, instance_ids = draw_ids(
-        (Reservation, 1), (AuditEvent, 1), (Instance, reservation.instance_count * may_run_now)
-    )
-    prepared = event = None
-    if instance_ids:
-        reservation.pk = lease_id[0]
-        event = audit.build(pk=event_id[0], **submitted_event(actor, reservation, source, now))
-        prepared = prepare_insert([reservation, *new_instances(reservation, instance_ids), event])
-        reservation.pk = None
+    instances = Instance.objects.bulk_create(new_instances(reservation)) if may_run_now else []
     pool, standing = lock_and_read(
         gpu_model,
         project.pk,
@@ -340,15 +333,17 @@ def submit_reservation(
         raise_refusal(refusals[decision.tier])
     else:  # not foreseen before the lock: ask now
         raise_refusal(first_refusal(asked, decision.tier))
-    if decision.status == Status.PROVISIONING and prepared is not None and event is not None:
-        # The common case: the lease, its instances and the audit event in one statement.
-        reservation.pk = lease_id[0]
+    if decision.status == Status.PROVISIONING and instances:
+        # The common case: one UPDATE with the decision, the audit row, the commit.
         set_decision(reservation, decision, now=now)
-        event.after = audit.build(**submitted_event(actor, reservation, source, now)).after
-        prepared.run(changed=[*((reservation, f) for f in DECISION_FIELDS), (event, "after")])
-        jobs.provision_on_commit(instance_ids)
+        Reservation.objects.filter(pk=reservation.pk).update(
+            **{field: getattr(reservation, field) for field in DECISION_FIELDS}
+        )
+        audit.record(**submitted_event(actor, reservation, source, now))
+        jobs.provision_on_commit(instance.pk for instance in instances)
         return reservation
-    # Written once, with its decision (apply_decision saves it), to keep the lock short.
+    if instances:  # it does not start now: the instances written for it go
+        Instance.objects.filter(reservation=reservation).delete()
     if decision.status == Status.SCHEDULED:
         reservations.schedule(pool=pool, reservation=reservation, now=now)
     else:
