@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from billing.admin import BudgetForm
 from billing.models import Budget, BudgetAlert
 from billing.periods import period_end, period_start, whole_seconds
 from billing.selectors import month_to_date
@@ -20,6 +21,8 @@ from billing.services import SOURCE, parse_amount
 from portal import access, audit, notifications
 from portal.errors import InvalidInput, NotPermitted
 from portal.models import Project
+from rental.loans.ending import end_reservation
+from rental.models import Reservation, TerminationReason, Tier
 
 
 @dataclass(frozen=True)
@@ -137,9 +140,6 @@ def _fire(
 def _stop_burst(budget: Budget, *, now: datetime) -> None:
     """BU3 with policy ``stop_burst``: the project's running burst and spot leases end
     (as if its manager ended them: the project's own policy, so the B1 minimum holds)."""
-    from rental.loans.ending import end_reservation
-    from rental.models import Reservation, TerminationReason, Tier
-
     for lease in Reservation.objects.filter(
         project=budget.project,
         status__in=(Reservation.Status.PROVISIONING, Reservation.Status.ACTIVE),
@@ -173,7 +173,6 @@ def set_budget(
         raise InvalidInput(_("A budget is not negative."), field="monthly_amount")
     if cap_policy not in Budget.CapPolicy.values:
         raise InvalidInput(_("Choose a cap policy."), field="cap_policy")
-    from billing.admin import BudgetForm
 
     form = BudgetForm()
     form.cleaned_data = {"thresholds": thresholds}

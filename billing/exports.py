@@ -118,11 +118,12 @@ def to_pdf(
 ) -> bytes:
     """A filing copy: a header with the company, the period and each statement's state,
     then per statement its lines and total, then the grand total."""
-    from reportlab.lib import colors
-    from reportlab.lib.pagesizes import A4
-    from reportlab.lib.styles import getSampleStyleSheet
-    from reportlab.lib.units import mm
-    from reportlab.platypus import Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
+    # Late on purpose: reportlab (fonts, ~0.2 s) is loaded only when a PDF is asked for.
+    from reportlab.lib import colors  # noqa: PLC0415
+    from reportlab.lib.pagesizes import A4  # noqa: PLC0415
+    from reportlab.lib.styles import getSampleStyleSheet  # noqa: PLC0415
+    from reportlab.lib.units import mm  # noqa: PLC0415
+    from reportlab.platypus import Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle  # noqa: PLC0415
 
     buffer = io.BytesIO()
     document = SimpleDocTemplate(

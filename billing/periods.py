@@ -6,6 +6,20 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db.models import (
+    Case,
+    DateTimeField,
+    DecimalField,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    Func,
+    Q,
+    Sum,
+    Value,
+    When,
+)
+from django.db.models.functions import Ceil, Coalesce, Floor, Greatest, Least
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -88,21 +102,6 @@ def aggregate_billed_seconds(records: Any, *, start: datetime, end: datetime, no
     EXTRACT(EPOCH …) of a timestamp difference is exact (numeric, to the microsecond), so
     floor and ceiling give the same whole seconds as the integer arithmetic above.
     """
-    from django.db.models import (
-        Case,
-        DateTimeField,
-        DecimalField,
-        DurationField,
-        ExpressionWrapper,
-        F,
-        Func,
-        Q,
-        Sum,
-        Value,
-        When,
-    )
-    from django.db.models.functions import Ceil, Coalesce, Floor, Greatest, Least
-
     numeric = DecimalField(max_digits=30, decimal_places=6)
 
     class Epoch(Func):

@@ -12,8 +12,10 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from billing.currency import rates_used
 from billing.models import Budget, Statement, StatementLine
 from billing.money import SECONDS_PER_HOUR, gpu_seconds_cost, quantize
 from billing.periods import (  # noqa: F401  (the public names of billed time live here too)
@@ -121,8 +123,6 @@ class StatementView:
     @property
     def rates_used(self) -> list:
         """The exchange rates its converted lines used (the "Rates used" section)."""
-        from billing.currency import rates_used
-
         return rates_used(self.lines)
 
 
@@ -230,8 +230,6 @@ def intervals(
 ) -> list[Interval]:
     """The usage runs that make up a project's line in a period, in one query (plus one for
     the requesters' names)."""
-    from django.contrib.auth import get_user_model
-
     start = period_start(period)
     covered_end = min(period_end(start), max(now, start))
     rows = [

@@ -6,6 +6,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.mail import send_mass_mail
 from django.db import transaction
 from django.urls import reverse
@@ -21,7 +22,7 @@ from billing.selectors import manual_lines
 from billing.statements import compute_period
 from portal import access, audit, notifications
 from portal.errors import InvalidInput, InvalidTransition, NotPermitted
-from portal.models import AuditEvent, Membership, Notification, Project
+from portal.models import FINANCE_GROUP, AuditEvent, Membership, Notification, Project
 
 SOURCE = "web"
 
@@ -465,10 +466,6 @@ def _require_admin(actor: Any) -> None:
 
 
 def _finance_users() -> list:
-    from django.contrib.auth import get_user_model
-
-    from portal.models import FINANCE_GROUP
-
     return list(get_user_model().objects.filter(groups__name=FINANCE_GROUP, is_active=True))
 
 

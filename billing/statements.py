@@ -26,6 +26,7 @@ from billing.periods import (
     period_start,
     whole_seconds,
 )
+from billing.storage import storage_lines
 from portal.models import Project
 from rental import billing_reads
 from rental.models import GpuModel
@@ -251,8 +252,6 @@ def _window_exchange(rates: RateTable, row: dict) -> dict:
 
 def _add_storage_lines(result: PeriodLines, *, now: datetime) -> None:
     """B8: each project's storage lines, after its GPU lines."""
-    from billing.storage import storage_lines
-
     for project_id, lines in storage_lines(
         start=result.start, end=result.covered_end, now=now
     ).items():

@@ -5,6 +5,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
@@ -15,6 +16,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from billing import budgets, exports, services
+from billing import reports as billing_reports
 from billing.models import Budget, LineDispute, Statement, StatementLine
 from billing.periods import parse_period
 from billing.selectors import (
@@ -23,6 +25,7 @@ from billing.selectors import (
     gpu_model_names,
     intervals,
     lease_cost,
+    manual_lines,
     month_to_date,
     period_end,
     period_start,
@@ -32,7 +35,7 @@ from billing.statements import compute_period
 from portal import access
 from portal.errors import DomainError
 from portal.models import Project
-from rental.models import Reservation
+from rental.models import Quota, Reservation
 
 
 def _previous_month(start: datetime) -> datetime:
@@ -297,8 +300,6 @@ def finance(request: HttpRequest) -> HttpResponse:
 def finance_statements(*, start: datetime, now: datetime) -> list[exports.ExportStatement]:
     """Every project's statement for a month, closed ones as stored and open ones computed
     once for all projects, in a fixed number of queries."""
-    from billing.selectors import manual_lines
-
     projects = {p.pk: p for p in Project.objects.order_by("slug")}
     stored = {
         statement.project_id: statement
@@ -354,8 +355,6 @@ def finance_statements(*, start: datetime, now: datetime) -> list[exports.Export
 
 
 def _currency() -> str:
-    from django.conf import settings
-
     return settings.PORTAL_CURRENCY
 
 
@@ -462,9 +461,6 @@ def panel_spend(request: HttpRequest) -> HttpResponse:
 def reports(request: HttpRequest, slug: str) -> HttpResponse:
     """Reports that save money: trend, idle waste, committed-capacity and rent-or-buy
     advice, each with its figures."""
-    from billing import reports as billing_reports
-    from rental.models import Quota
-
     project = access.get_project_or_404(request.user, slug)
     now = timezone.now()
     months = billing_reports.trend(project_id=project.pk, now=now)

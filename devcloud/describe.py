@@ -13,6 +13,9 @@ from datetime import datetime
 from typing import Any
 from xml.sax.saxutils import escape
 
+from moto.core.models import DEFAULT_ACCOUNT_ID
+from moto.ec2.models import ec2_backends
+
 _STATE_CODES = {
     "pending": 0,
     "running": 16,
@@ -53,9 +56,6 @@ def fast_describe_instances(params: dict[str, str]) -> bytes:
     ``instance-state-name``: moto's own answer costs about 10 ms an instance, which at
     10,000 instances would measure the endpoint rather than the portal (bench/sync.py).
     Paginated by ``MaxResults``/``NextToken`` like EC2."""
-    from moto.core.models import DEFAULT_ACCOUNT_ID
-    from moto.ec2.models import ec2_backends
-
     region = params.get("X-Region") or "us-east-1"
     backend = ec2_backends[DEFAULT_ACCOUNT_ID][region]
     filters = _filters(params)

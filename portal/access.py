@@ -8,6 +8,7 @@ its existence is not revealed.
 
 from typing import Any, TypeVar
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Model, QuerySet
 from django.http import Http404
@@ -103,8 +104,6 @@ def can_see_connection(user: User, lease: Any) -> bool:
 def another_decider_exists(user: User, project: Project | int) -> bool:
     """Whether someone other than ``user`` could decide the project's requests: another
     active manager of the project, or an active admin."""
-    from django.contrib.auth import get_user_model
-
     project_id = project if isinstance(project, int) else project.pk
     others = Membership.objects.filter(
         project_id=project_id, role=Membership.Role.MANAGER, user__is_active=True

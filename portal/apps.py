@@ -7,9 +7,11 @@ class PortalConfig(AppConfig):
     verbose_name = _("People and projects")
 
     def ready(self) -> None:
-        from django.contrib.auth.signals import user_logged_in
+        # In ready() on purpose: these modules use models, which may be imported only
+        # once the app registry is ready.
+        from django.contrib.auth.signals import user_logged_in  # noqa: PLC0415
 
-        from portal import login_throttle  # noqa: F401  (connects the failed-login counter)
-        from portal.middleware import start_session_clock
+        from portal import login_throttle  # noqa: F401, PLC0415  (connects the failed-login counter)
+        from portal.middleware import start_session_clock  # noqa: PLC0415
 
         user_logged_in.connect(start_session_clock, dispatch_uid="portal-session-clock")

@@ -7,7 +7,10 @@ site, in the API's one error shape (``{code, detail}``) under ``/api/``.
 
 from collections.abc import Callable
 
+from django.conf import settings
+from django.contrib.auth import logout
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.utils import timezone
 from django.utils.translation import gettext as _
 
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
@@ -53,10 +56,6 @@ class SessionTimeoutMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        from django.conf import settings
-        from django.contrib.auth import logout
-        from django.utils import timezone
-
         user = getattr(request, "user", None)
         if user is not None and user.is_authenticated and hasattr(request, "session"):
             now = int(timezone.now().timestamp())
@@ -77,8 +76,6 @@ class SessionTimeoutMiddleware:
 
 def start_session_clock(sender: object, request: HttpRequest, user: object, **_: object) -> None:
     """At login (``user_logged_in``): the session's absolute and idle clocks start."""
-    from django.utils import timezone
-
     if hasattr(request, "session"):
         now = int(timezone.now().timestamp())
         request.session[SessionTimeoutMiddleware.STARTED] = now

@@ -6,7 +6,7 @@ from typing import Any
 
 import django_filters
 from django.contrib.auth import get_user_model
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 from django.utils.translation import gettext_lazy as _
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers
@@ -54,8 +54,6 @@ class ProjectViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalVie
     ordering_fields = ["slug", "name", "created_at"]
 
     def get_queryset(self) -> QuerySet[Project]:
-        from django.db.models import Count
-
         return access.visible_projects(self.request.user).annotate(
             member_count=Count("memberships")
         )

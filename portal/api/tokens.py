@@ -6,6 +6,8 @@ Basic credentials, counted by the login page's throttle per account and per addr
 (portal/login_throttle.py): a locked account or address is a 429, whatever the password.
 """
 
+import base64
+import binascii
 from typing import Any
 
 import django_filters
@@ -46,9 +48,6 @@ class ThrottledBasicAuthentication(authentication.BasicAuthentication):
 
 
 def _basic_username(encoded: bytes) -> str:
-    import base64
-    import binascii
-
     try:
         decoded = base64.b64decode(encoded, validate=True).decode("utf-8")
     except (binascii.Error, UnicodeDecodeError):
