@@ -4,7 +4,7 @@
 so that a heartbeat costs a parse and a few queries. drf-spectacular does not see it, so
 this postprocessing hook (``SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]``) writes its
 operation from the same limits the view checks; it runs only when the schema is built,
-never on the heartbeat's path. tests/agent/test_heartbeat_schema.py holds the two
+never on the heartbeat's path. tests/rental/agent/test_heartbeat_schema.py holds the two
 together: the example is accepted by the view's parser, each bound matches its check.
 """
 

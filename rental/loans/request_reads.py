@@ -7,7 +7,7 @@ cost more of a submission's time than the database took to answer them
 (``bench/admission.py``). On PostgreSQL they are therefore written out and sent at once
 (psycopg's pipeline mode), and the rows are turned into model instances as the ORM
 would (``from_db``, with the fields' own conversions). Elsewhere (SQLite in the demo)
-the ORM reads them one by one. ``tests/loan/test_request_reads.py`` checks that both
+the ORM reads them one by one. ``tests/rental/loans/test_request_reads.py`` checks that both
 paths return the same rows, field by field, over every combination of the filters.
 """
 

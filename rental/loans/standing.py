@@ -134,7 +134,7 @@ def pool_use(pool: Pool) -> PoolUse:
 
 # The standing in one statement, written out: it runs under the pool lock on every
 # admission, where compiling the ORM's seven filtered sums took 3–4 ms of the lock's time.
-# tests/loan/test_standing_sql.py checks it against HOLDING_GPUS, NOTICED and CLAIMING
+# tests/rental/loans/test_standing_sql.py checks it against HOLDING_GPUS, NOTICED and CLAIMING
 # over every combination of status, tier, notice and reclaim.
 _HOLDING_SQL = "(status IN (%s, %s, %s) AND NOT (status = %s AND end_reason = %s))"
 _NOTICED_SQL = "(status IN (%s, %s) AND notice_due_at IS NOT NULL)"

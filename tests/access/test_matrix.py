@@ -25,7 +25,8 @@ from tests import access as access_package
 from tests.access import world as world_module
 from tests.access.spec import ROLES, Expect
 
-# Django's admin site guards itself (staff only) and is tested in tests/rental/test_admin_*.
+# Django's admin site guards itself (staff only) and is tested in
+# tests/rental/catalog/test_admin_accounts.py.
 UNRULED_NAMESPACES = {"admin"}
 # Roles that may see every project: the outsider's object is visible to them.
 SITE_ROLES = {"admin", "finance"}

@@ -4,7 +4,7 @@ written, and one of a project the caller cannot see does not exist for them."""
 
 from rental.models import Reservation
 from tests.api.leases_world import client_for
-from tests.rental.test_request_volume import f0v, volume  # noqa: F401 (fixture)
+from tests.rental.loans.test_request_volume import f0v, volume  # noqa: F401 (fixture)
 
 
 def body(f0, **changes) -> dict:

@@ -11,9 +11,9 @@ from django.utils import timezone
 
 from rental.models import Instance, UtilizationSample
 from tests import factories
-from tests.agent.conftest import running_lease
-from tests.agent.test_pages import ed25519_key, rsa_key
 from tests.e2e.conftest import screenshot
+from tests.rental.agent.conftest import running_lease
+from tests.rental.agent.test_pages import ed25519_key, rsa_key
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

@@ -12,8 +12,8 @@ from django.utils import timezone
 from billing import budgets
 from rental.models import Instance, UtilizationSample
 from tests import factories
-from tests.agent.conftest import running_lease
 from tests.e2e.conftest import screenshot
+from tests.rental.agent.conftest import running_lease
 
 REDOC_CDN_LOGO = "https://cdn.redoc.ly/redoc/logo-mini.svg"
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]

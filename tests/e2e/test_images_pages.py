@@ -81,7 +81,7 @@ def test_it_saves_a_lease_as_an_image_from_its_page(live_server, browser, monkey
     from playwright.sync_api import expect
 
     from rental import jobs
-    from tests.agent.conftest import running_lease
+    from tests.rental.agent.conftest import running_lease
 
     sent = []
     monkeypatch.setattr(jobs, "_send", lambda name, *args, **kw: sent.append((name, args)))

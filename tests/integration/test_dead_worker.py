@@ -17,7 +17,7 @@ from rental.models import Instance, Reservation
 from rental.providers.base import CloudState
 from tests import factories
 from tests.integration.test_chaos import Worker, wait_for
-from tests.launch.conftest import cloud_instances
+from tests.rental.fleet.conftest import cloud_instances
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 Status = Reservation.Status

@@ -1,0 +1,98 @@
+"""The two races of issue 7 that left an instance running after the database said it
+ended, each reproduced by holding a request at the local EC2 endpoint while the other
+step runs (L1, L3; scenario 8)."""
+
+import pytest
+from django.utils import timezone
+
+from rental.fleet import instances, termination
+from rental.fleet import sync as sync_services
+from rental.loans import admission, ending
+from rental.models import Instance, Reservation, TerminationReason, UsageRecord
+from tests.rental.fleet.conftest import cloud_instances, in_thread, leaked
+
+pytestmark = pytest.mark.django_db(transaction=True)
+State = Instance.State
+Status = Reservation.Status
+
+
+def submit(f0c):
+    return admission.submit_reservation(
+        actor=f0c.alice,
+        project=f0c.alpha,
+        gpu_model=f0c.model,
+        gpu_count=1,
+        duration_hours=2,
+        priority="experiment",
+        market="on_demand",
+    )
+
+
+def test_it_never_ends_a_row_whose_cloud_id_was_recorded_after_the_sync_read(f0c, cloud):
+    """The sync reads a launching row, its describe snapshot is taken before RunInstances
+    and answered after the launch was recorded: the row is not marked terminated."""
+    lease = submit(f0c)
+    instance = lease.instances.get()
+    cloud.delay("RunInstances", 2)  # the launch has claimed its row and waits for the cloud
+    with in_thread(lambda: instances.provision_instance(instance_id=instance.pk)) as launch:
+        assert cloud.wait_until_held("RunInstances")
+        cloud.delay("DescribeInstances", 3, when="after")  # snapshot now, answer in 3 s
+        with in_thread(lambda: sync_services.sync_instances()) as sync:
+            assert cloud.wait_until_held("DescribeInstances")
+            assert cloud.count("RunInstances") == 0  # the snapshot predates the launch
+    assert not launch and not sync
+
+    instance.refresh_from_db()
+    assert instance.external_id
+    assert instance.state == State.LAUNCHING  # not "ended by the provider"
+    assert Reservation.objects.get(pk=lease.pk).status == Status.PROVISIONING
+    sync_services.sync_instances()
+    instance.refresh_from_db()
+    assert instance.state == State.RUNNING
+    assert leaked(f0c.account) == []
+
+
+def test_it_terminates_a_launch_that_answers_after_its_lease_ended(f0c, cloud):
+    """The lease ends while RunInstances is held: the terminate finds nothing by key yet
+    and must not close the row; the late answer is terminated at once."""
+    lease = submit(f0c)
+    instance = lease.instances.get()
+    cloud.delay("RunInstances", 2)
+    with in_thread(lambda: instances.provision_instance(instance_id=instance.pk)) as launch:
+        assert cloud.wait_until_held("RunInstances")
+        ending.end_reservation(actor=f0c.alice, reservation=lease)
+        termination.terminate_instance(instance_id=instance.pk)  # the worker's terminate task
+        instance.refresh_from_db()
+        assert instance.state == State.STOPPING  # the launch's answer may still come
+    assert not launch
+
+    instance.refresh_from_db()
+    assert instance.external_id  # the late answer is on the row, not lost
+    assert instance.state == State.STOPPING
+    termination.terminate_instance(instance_id=instance.pk)  # the one record_launch enqueued
+
+    instance.refresh_from_db()
+    assert instance.state == State.TERMINATED
+    assert instance.termination_reason == TerminationReason.USER
+    assert Reservation.objects.get(pk=lease.pk).status == Status.ENDED
+    assert leaked(f0c.account) == []
+    assert [item.state.value for item in cloud_instances(f0c.account)] == ["terminated"]
+    assert not UsageRecord.objects.exists()  # it never ran for the user: nothing billed
+
+
+def test_it_ends_at_once_a_lease_whose_launch_the_cloud_refused(f0c, cloud):
+    lease = submit(f0c)
+    instance = lease.instances.get()
+    cloud.delay("RunInstances", 2)
+    cloud.inject("RunInstances", "InsufficientInstanceCapacity")
+    with in_thread(lambda: instances.provision_instance(instance_id=instance.pk)) as launch:
+        assert cloud.wait_until_held("RunInstances")
+        ending.end_reservation(actor=f0c.alice, reservation=lease)
+        termination.terminate_instance(instance_id=instance.pk)
+    assert [type(error).__name__ for error in launch] == ["LaunchRetry"]
+
+    termination.terminate_instance(instance_id=instance.pk, now=timezone.now())
+    instance.refresh_from_db()
+    assert instance.state == State.TERMINATED
+    assert Reservation.objects.get(pk=lease.pk).status == Status.ENDED
+    assert cloud_instances(f0c.account) == []

@@ -1,0 +1,196 @@
+"""Reclaim (Q6, Q7), notice (Q8), re-queue and the queue after it: SCENARIOS.md 3, 4, 5
+through the services with exact times, and the rules with other numbers."""
+
+import pytest
+
+from portal.errors import QuotaExceeded
+from portal.models import AuditEvent, Notification
+from rental.loans import due, ending, queue
+from rental.models import Pool, Quota, Reservation, TerminationReason, Tier
+from tests.rental.loans.conftest import at
+
+Status = Reservation.Status
+
+
+def fresh(lease):
+    return Reservation.objects.get(pk=lease.pk)
+
+
+def noticed():
+    return set(Reservation.objects.filter(notice_due_at__isnull=False).values_list("pk", flat=True))
+
+
+# Scenario 3
+def test_scenario_3_reclaims_the_newest_lowest_burst_and_requeues_it(f0, lease):
+    a1 = lease(f0.alpha, 2, at("09:55"))
+    a2 = lease(f0.alpha, 2, at("10:00"))
+    a3 = lease(f0.alpha, 2, at("10:05"), priority="learning", requeue_on_preemption=True)
+    b1 = lease(f0.beta, 2, at("10:10"))
+    assert [x.tier for x in (a1, a2, a3, b1)] == ["guaranteed", "burst", "burst", "guaranteed"]
+
+    b2 = lease(f0.beta, 2, at("11:00"))
+    assert (b2.tier, b2.status, b2.status_code) == (Tier.GUARANTEED, Status.QUEUED, "reclaiming")
+    assert noticed() == {a3.pk}
+    victim = fresh(a3)
+    assert victim.notice_due_at == at("11:02:00")
+    assert victim.preempted_for_id == b2.pk
+    told = Notification.objects.get(user=f0.alice, subject__startswith="Preempted")
+    assert f"#{b2.pk}" in told.body and "2026-04-06 11:02:00" in told.subject
+    assert AuditEvent.objects.filter(verb="lease.preempted", object_id=str(a3.pk)).exists()
+
+    assert due.process_due(now=at("11:01:59")) == 0
+    assert fresh(a3).status == Status.PROVISIONING
+    assert fresh(b2).status == Status.QUEUED
+
+    due.process_due(now=at("11:02:00"))
+    victim = fresh(a3)
+    assert (victim.status, victim.ended_at) == (Status.PREEMPTED, at("11:02:00"))
+    assert victim.end_reason == TerminationReason.PREEMPTED
+    started = fresh(b2)
+    assert (started.status, started.start, started.tier) == (
+        Status.PROVISIONING,
+        at("11:02:00"),
+        Tier.GUARANTEED,
+    )
+    assert started.instances.count() == 2
+    again = Reservation.objects.get(requeued_from=a3)
+    assert (again.status, again.submitted_at) == (Status.QUEUED, at("10:05"))
+
+    b3 = lease(f0.beta, 2, at("11:05"))
+    assert (b3.tier, b3.status, b3.status_code) == (Tier.BURST, Status.QUEUED, "no_capacity")
+    assert noticed() == {a3.pk}  # a burst lease preempts nothing but spot (Q7)
+
+    ending.end_reservation(actor=f0.alice, reservation=a2, now=at("12:00"))
+    admitted = queue.admit_queued(gpu_model=f0.model, now=at("12:00"))
+    assert [x.pk for x in admitted] == [b3.pk]  # experiment before the re-queued learning
+    assert fresh(again).status == Status.QUEUED
+
+
+# Scenario 4
+def test_scenario_4_refuses_production_burst_and_preempts_nothing(f0, lease):
+    lease(f0.alpha, 2, at("09:00"))
+    lease(f0.beta, 2, at("09:00"), priority="production")
+    lease(f0.beta, 2, at("09:00"), priority="production")
+    lease(f0.gamma, 2, at("09:00"))
+    before = Reservation.objects.count()
+    with pytest.raises(QuotaExceeded) as refused:
+        lease(f0.beta, 2, at("10:00"), priority="production")
+    assert refused.value.code == "production_over_guarantee"
+    assert Reservation.objects.count() == before
+    assert noticed() == set()
+
+
+# Scenario 5
+def test_scenario_5_takes_the_projects_own_lower_priority_lease(f0, lease):
+    b1 = lease(f0.beta, 2, at("09:00"), priority="learning")
+    b2 = lease(f0.beta, 2, at("09:01"))
+    lease(f0.alpha, 2, at("09:02"))
+    c1 = lease(f0.gamma, 2, at("09:03"))
+    assert (b1.tier, b2.tier, c1.tier) == (Tier.GUARANTEED, Tier.GUARANTEED, Tier.BURST)
+
+    b5 = lease(f0.beta, 2, at("10:00"), priority="production")
+    assert b5.tier == Tier.GUARANTEED
+    assert noticed() == {b1.pk}  # not c1: only b1 also gives beta's guarantee back
+
+    due.process_due(now=at("10:02:00"))
+    assert fresh(b5).status == Status.PROVISIONING
+    assert fresh(b5).tier == Tier.GUARANTEED
+    assert fresh(c1).status == Status.PROVISIONING
+    assert fresh(b1).status == Status.PREEMPTED
+
+
+# Q6 order, each step
+def test_it_takes_spot_before_other_projects_burst(f0, lease):
+    lease(f0.beta, 4, at("09:00"))
+    burst = lease(f0.gamma, 2, at("09:01"))
+    spot = lease(f0.gamma, 2, at("09:02"), market="spot")
+    assert spot.tier == Tier.SPOT
+    lease(f0.alpha, 2, at("10:00"))
+    assert noticed() == {spot.pk}
+    assert fresh(burst).notice_due_at is None
+
+
+def test_it_takes_the_lowest_priority_then_the_newest_burst(f0, lease):
+    lease(f0.beta, 4, at("09:00"))
+    old_learning = lease(f0.gamma, 1, at("09:01"), priority="learning")
+    experiment = lease(f0.gamma, 1, at("09:02"))
+    new_learning = lease(f0.gamma, 1, at("09:03"), priority="learning")
+    lease(f0.gamma, 1, at("09:04"))
+    lease(f0.alpha, 1, at("10:00"))
+    assert noticed() == {new_learning.pk}
+    lease(f0.alpha, 1, at("10:00:30"))
+    assert noticed() == {new_learning.pk, old_learning.pk}
+    assert fresh(experiment).notice_due_at is None
+
+
+def test_it_takes_other_projects_burst_before_its_own_leases(f0, lease):
+    Quota.objects.filter(project=f0.alpha).update(guaranteed=4)
+    own = lease(f0.alpha, 2, at("09:00"), priority="learning")
+    lease(f0.beta, 4, at("09:01"))
+    burst = lease(f0.gamma, 2, at("09:02"))
+    want = lease(f0.alpha, 2, at("10:00"))
+    assert (own.tier, want.tier) == (Tier.GUARANTEED, Tier.GUARANTEED)
+    assert noticed() == {burst.pk}
+
+
+def test_it_drops_a_victim_the_greedy_pass_did_not_need(f0, lease):
+    # Free 1; victims in order: spot 1 GPU (newest), then gamma burst 2 GPUs.
+    lease(f0.beta, 4, at("09:00"))
+    burst = lease(f0.gamma, 2, at("09:01"))
+    spot = lease(f0.gamma, 1, at("09:02"), market="spot")
+    # alpha needs 3 GPUs: greedy takes the spot (1 + 1 free = 2 < 3) then the burst
+    # (2 + 2 + 1 = 5 ≥ 3); without the spot, 2 + 1 = 3 still fits, so the spot is dropped.
+    Quota.objects.filter(project=f0.alpha).update(guaranteed=3, ceiling=6)
+    Quota.objects.filter(project=f0.beta).update(guaranteed=4)
+    want = lease(f0.alpha, 3, at("10:00"))
+    assert want.tier == Tier.GUARANTEED
+    assert noticed() == {burst.pk}
+    assert fresh(spot).notice_due_at is None
+
+
+def test_it_never_takes_other_projects_guaranteed_leases_even_when_degraded(f0, lease):
+    lease(f0.alpha, 2, at("09:00"), priority="learning")
+    lease(f0.beta, 4, at("09:01"), priority="learning")
+    # C falls to 6 below Σ G = 8 (Q1: degraded); gamma's guarantee of 2 finds no room.
+    Pool.objects.filter(pk=f0.pool.pk).update(capacity=6)
+    Quota.objects.filter(project=f0.gamma).update(guaranteed=2)
+    want = lease(f0.gamma, 2, at("10:00"))
+    assert (want.tier, want.status, want.status_code) == (
+        Tier.GUARANTEED,
+        Status.QUEUED,
+        "no_capacity",
+    )
+    assert noticed() == set()
+
+
+def test_a_burst_request_takes_only_spot(f0, lease):
+    lease(f0.beta, 4, at("09:00"))
+    lease(f0.alpha, 2, at("09:00"))
+    learning = lease(f0.alpha, 1, at("09:01"), priority="learning")  # alpha burst
+    spot = lease(f0.alpha, 1, at("09:02"), market="spot")
+    first = lease(f0.gamma, 1, at("10:00"))
+    assert first.tier == Tier.BURST
+    assert noticed() == {spot.pk}
+    second = lease(f0.gamma, 1, at("10:00:10"))
+    assert (second.status, second.status_code) == (Status.QUEUED, "no_capacity")
+    assert fresh(learning).notice_due_at is None
+
+
+# Q8: nothing is admitted on noticed GPUs in between
+def test_nothing_is_admitted_during_the_notice(f0, lease):
+    lease(f0.beta, 4, at("09:00"))
+    lease(f0.alpha, 2, at("09:00"))
+    spot = lease(f0.gamma, 2, at("09:00"), market="spot")
+    Reservation.objects.filter(project=f0.alpha).update(status=Status.ENDED)
+    # 2 GPUs free and 2 spot: alpha, its guarantee raised to 4, asks 4.
+    Quota.objects.filter(project=f0.alpha).update(guaranteed=4, ceiling=6)
+    Quota.objects.filter(project=f0.beta).update(guaranteed=4)
+    want = lease(f0.alpha, 4, at("10:00"))
+    assert noticed() == {spot.pk}
+    late = lease(f0.gamma, 1, at("10:01"))  # a free-looking GPU is already claimed
+    assert (late.status, late.status_code) == (Status.QUEUED, "no_capacity")
+    queue.admit_queued(gpu_model=f0.model, now=at("10:01:30"))
+    assert fresh(late).status == Status.QUEUED
+    due.process_due(now=at("10:02:00"))
+    assert fresh(want).status == Status.PROVISIONING
+    assert fresh(late).status == Status.QUEUED
