@@ -33,6 +33,7 @@ test: $(VENV)/.installed-test
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 # The published API contract; a test fails when it is out of date with the code.
 schema: $(VENV)/.installed-test

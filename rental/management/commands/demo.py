@@ -27,7 +27,6 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
-from devcloud import server as localcloud
 from rental.catalog import accounts
 from rental.demo import DEMO_ACCOUNT, DEMO_USERS
 from rental.models import ProviderAccount
@@ -64,6 +63,10 @@ class Command(BaseCommand):
         self.step("Migrating the database")
         call_command("migrate", interactive=False, verbosity=0)
         self.step(f"Starting the local cloud on 127.0.0.1:{cloud_port}")
+        # Late: the local cloud (moto) is a demo extra, absent from a production install,
+        # where this command refuses to run above.
+        from devcloud import server as localcloud
+
         try:
             cloud = localcloud.start(port=cloud_port)
         except OSError as exc:
