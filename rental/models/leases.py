@@ -1,4 +1,9 @@
-"""Leases and what runs under them: instances, usage, utilization, keys and volumes."""
+"""Leases and what runs under them: instances, usage, utilization, keys and volumes.
+
+The model ``Reservation`` is a **lease** (the name is kept from the first schema: it is in
+the migrations, the admin and the API's enum names). ``is_reservation`` marks a
+**booking**: a lease for a window that starts later (R2), ``scheduled`` until its start.
+"""
 
 import base64
 import binascii
@@ -57,7 +62,8 @@ PLATFORM_ENDED = frozenset(
 
 
 class Reservation(models.Model):
-    """A lease: n GPUs of one model for a project over [start, end)."""
+    """A lease: n GPUs of one model for a project over [start, end). With
+    ``is_reservation`` it is a booking, admitted for that window ahead of time (R2)."""
 
     class Status(models.TextChoices):
         PENDING_APPROVAL = "pending_approval", _("Waiting for approval")
