@@ -196,7 +196,7 @@ def ssh_keys(request: HttpRequest) -> HttpResponse:
     for key in rows:
         key.kind, key.bits = keys.check_public_key(key.public_key)  # type: ignore[attr-defined]
     return render(
-        request, "rental/ssh_keys.html", {"keys": rows, "values": values, "errors": errors}
+        request, "rental/agent/ssh_keys.html", {"keys": rows, "values": values, "errors": errors}
     )
 
 

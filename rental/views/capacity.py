@@ -33,7 +33,7 @@ def pool_list(request: HttpRequest) -> HttpResponse:
     if not _may_see_pools(request.user):
         raise Http404
     pools = selectors.pool_overviews(Pool.objects.select_related("gpu_model"))
-    return render(request, "rental/pools.html", {"pools": pools})
+    return render(request, "rental/capacity/pools.html", {"pools": pools})
 
 
 @login_required
@@ -62,7 +62,7 @@ def pool_detail(request: HttpRequest, pk: int) -> HttpResponse:
     ]
     return render(
         request,
-        "rental/pool.html",
+        "rental/capacity/pool.html",
         {
             "overview": selectors.pool_overview(pool),
             "days": days,

@@ -29,7 +29,7 @@ def image_list(request: HttpRequest) -> HttpResponse:
     rows = list(selectors.image_catalog(request.user))
     return render(
         request,
-        "rental/images.html",
+        "rental/images/images.html",
         {
             "site_images": [image for image in rows if image.project_id is None],
             "project_images": [image for image in rows if image.project_id is not None],

@@ -293,7 +293,7 @@ def lease_new(request: HttpRequest) -> HttpResponse:
         form = LeaseRequestForm(initial=initial, user=request.user)
     return render(
         request,
-        "rental/lease_new.html",
+        "rental/leases/lease_new.html",
         {"form": form, "estimate": estimate(form) if form.projects else None},
         status=status,
     )
@@ -307,7 +307,7 @@ def lease_estimate(request: HttpRequest) -> HttpResponse:
     if not form.projects:
         raise Http404
     return render(
-        request, "rental/_estimate.html", {"form": form, "estimate": estimate(form), "oob": True}
+        request, "rental/leases/_estimate.html", {"form": form, "estimate": estimate(form), "oob": True}
     )
 
 
@@ -341,12 +341,12 @@ def lease_list(request: HttpRequest) -> HttpResponse:
         ("waiting", _("Waiting")),
         ("ended", _("Ended")),
     ]
-    return render(request, "rental/leases.html", context)
+    return render(request, "rental/leases/leases.html", context)
 
 
 @login_required
 def lease_list_partial(request: HttpRequest) -> HttpResponse:
-    return render(request, "rental/_lease_list.html", _lease_list_context(request))
+    return render(request, "rental/leases/_lease_list.html", _lease_list_context(request))
 
 
 def _lease_context(request: HttpRequest, pk: int) -> dict[str, Any]:
@@ -383,12 +383,12 @@ def _lease_context(request: HttpRequest, pk: int) -> dict[str, Any]:
 
 @login_required
 def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    return render(request, "rental/lease.html", _lease_context(request, pk))
+    return render(request, "rental/leases/lease.html", _lease_context(request, pk))
 
 
 @login_required
 def lease_status_partial(request: HttpRequest, pk: int) -> HttpResponse:
-    return render(request, "rental/_lease_status.html", _lease_context(request, pk))
+    return render(request, "rental/leases/_lease_status.html", _lease_context(request, pk))
 
 
 @login_required
@@ -424,14 +424,14 @@ def approvals(request: HttpRequest) -> HttpResponse:
         "submitted_at", "pk"
     )
     page = Paginator(pending, LEASES_PER_PAGE).get_page(request.GET.get("page"))
-    return render(request, "rental/approvals.html", {"page": page})
+    return render(request, "rental/leases/approvals.html", {"page": page})
 
 
 @login_required
 def approvals_count(request: HttpRequest) -> HttpResponse:
     """The badge in the navigation: how many requests wait for this manager."""
     count = selectors.pending_approvals(request.user).count()
-    return render(request, "rental/_approvals_badge.html", {"count": count})
+    return render(request, "rental/leases/_approvals_badge.html", {"count": count})
 
 
 def _decide(request: HttpRequest, pk: int, *, approve: bool) -> HttpResponse:
@@ -462,7 +462,7 @@ def _decide(request: HttpRequest, pk: int, *, approve: bool) -> HttpResponse:
     if request.htmx:
         response = render(
             request,
-            "rental/_approval_row.html",
+            "rental/leases/_approval_row.html",
             {"lease": lease, "error": error, "done": done},
         )
         if error is None:
@@ -497,7 +497,7 @@ def project_list(request: HttpRequest) -> HttpResponse:
         "-is_active", "name"
     )
     rows = [(project, roles.get(project.pk)) for project in projects]
-    return render(request, "rental/projects.html", {"rows": rows})
+    return render(request, "rental/leases/projects.html", {"rows": rows})
 
 
 @login_required
@@ -518,7 +518,7 @@ def project_page(
     leases = selectors.leases(project.reservations.exclude(status__in=Reservation.FINAL))
     return render(
         request,
-        "rental/project.html",
+        "rental/leases/project.html",
         {
             "quota_errors": quota_errors or {},
             "may_manage": access.can_manage(request.user, project),
@@ -557,7 +557,7 @@ def panel_leases(request: HttpRequest) -> HttpResponse:
     )
     return render(
         request,
-        "rental/_panel_leases.html",
+        "rental/leases/_panel_leases.html",
         {
             "leases": leases,
             "polling": _polling(leases),
@@ -573,7 +573,7 @@ def panel_approvals(request: HttpRequest) -> HttpResponse:
     pending = selectors.pending_approvals(request.user)
     oldest = list(selectors.leases(pending).order_by("submitted_at", "pk")[:5])
     return render(
-        request, "rental/_panel_approvals.html", {"count": pending.count(), "oldest": oldest}
+        request, "rental/leases/_panel_approvals.html", {"count": pending.count(), "oldest": oldest}
     )
 
 

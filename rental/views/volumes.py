@@ -15,7 +15,7 @@ from rental.models import DataVolume
 def _section(request: HttpRequest, project, *, error: str = "", status: int = 200) -> HttpResponse:
     return render(
         request,
-        "rental/_volumes.html",
+        "rental/volumes/_volumes.html",
         {
             "project": project,
             "volumes": list(selectors.project_volumes(project)),
