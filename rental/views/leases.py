@@ -307,7 +307,9 @@ def lease_estimate(request: HttpRequest) -> HttpResponse:
     if not form.projects:
         raise Http404
     return render(
-        request, "rental/leases/_estimate.html", {"form": form, "estimate": estimate(form), "oob": True}
+        request,
+        "rental/leases/_estimate.html",
+        {"form": form, "estimate": estimate(form), "oob": True},
     )
 
 
