@@ -8,22 +8,34 @@ of G needs an admin (Q1 refusals carry their figures), budgets a manager, and th
 document goes in one transaction or not at all. A plan is also tried inside a rolled-back
 transaction, so a dry run reports the same refusals an apply would meet and writes nothing.
 
+The portal owns the document: its keys' order (``TOP_KEYS``), ``project``, ``name`` and
+``members``, the transaction, the dry run and the audit. Every other key belongs to a
+section module of another app, named by dotted path in
+``PORTAL_PROJECT_CONFIG_SECTIONS`` (rental's quotas, default image and volumes, billing's
+budget), so that the portal imports neither app; ``portal.projectconfig_schema.Section``
+says what such a module provides. Each step (checking, listing the changes, applying)
+goes through ``TOP_KEYS`` in order and hands each key to its owner.
+
 Extension points: the portal keeps no default image per project yet (``default_image``
 must be null), and data volumes are cloud resources made on the Volumes page, so they are
 exported for reading and a document that changes them is refused.
 """
 
 from dataclasses import dataclass, field
+from functools import cache
+from importlib import import_module
 from typing import Any
 
 import yaml
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.utils.translation import gettext as _
 
 from portal import access, audit, memberships
 from portal.errors import DomainError, NotPermitted
 from portal.models import Membership, Project
-from portal.projectconfig_schema import CAP_KEYS, fail, load, validate
+from portal.projectconfig_schema import PORTAL_KEYS, TOP_KEYS, Section, fail, load, validate
 
 SOURCE = "config"
 
@@ -42,26 +54,45 @@ class _DryRun(Exception):
     """Raised to roll the trial apply back."""
 
 
-def _quota_rows(project: Project | None) -> dict[str, Any]:
-    if project is None:
-        return {}
-    from rental.models import Quota
+@cache
+def _load_sections(paths: tuple[str, ...]) -> dict[str, Section]:
+    owners: dict[str, Section] = {}
+    for path in paths:
+        module = import_module(path)
+        keys = getattr(module, "KEYS", None)
+        if not isinstance(keys, tuple | list) or not keys:
+            raise ImproperlyConfigured(
+                f"PORTAL_PROJECT_CONFIG_SECTIONS: {path} names no KEYS it owns."
+            )
+        for key in keys:
+            if key not in TOP_KEYS or key in PORTAL_KEYS:
+                raise ImproperlyConfigured(
+                    f"PORTAL_PROJECT_CONFIG_SECTIONS: {path} claims {key!r}, which is not "
+                    f"a key of the document a section may own ({', '.join(_section_keys())})."
+                )
+            if key in owners:
+                raise ImproperlyConfigured(
+                    f"PORTAL_PROJECT_CONFIG_SECTIONS: {key!r} is claimed by both "
+                    f"{owners[key].__name__} and {path}."
+                )
+            owners[key] = module
+    missing = [key for key in _section_keys() if key not in owners]
+    if missing:
+        raise ImproperlyConfigured(
+            f"PORTAL_PROJECT_CONFIG_SECTIONS: no section owns {', '.join(map(repr, missing))}."
+        )
+    return owners
 
-    return {
-        q.gpu_model.name: q
-        for q in Quota.objects.filter(project=project).select_related("gpu_model")
-    }
+
+def _section_keys() -> tuple[str, ...]:
+    return tuple(key for key in TOP_KEYS if key not in PORTAL_KEYS)
 
 
-def _volumes(project: Project | None) -> list[dict[str, Any]]:
-    if project is None:
-        return []
-    from rental.models import DataVolume
-
-    return [
-        {"name": v.name, "zone": v.zone, "size_gb": v.size_gb}
-        for v in DataVolume.objects.filter(project=project).order_by("name", "pk")
-    ]
+def sections() -> dict[str, Section]:
+    """Each key of ``TOP_KEYS`` that the portal does not handle → the module, named in
+    ``PORTAL_PROJECT_CONFIG_SECTIONS``, that owns it (loaded once; ImproperlyConfigured
+    when a key has no owner or two)."""
+    return _load_sections(tuple(settings.PORTAL_PROJECT_CONFIG_SECTIONS))
 
 
 def _members(project: Project | None) -> list[dict[str, str]]:
@@ -74,46 +105,17 @@ def _members(project: Project | None) -> list[dict[str, str]]:
     )
 
 
-def _budget(project: Project | None) -> dict[str, Any] | None:
-    if project is None:
-        return None
-    from billing import selectors as billing_selectors  # billing imports portal, not back
-
-    return billing_selectors.budget_settings(project_id=project.pk)
-
-
 def document(project: Project) -> dict[str, Any]:
     """The configuration as plain data, keys in a stable order."""
-    budget = _budget(project)
-    return {
+    owners = sections()
+    values: dict[str, Any] = {
         "project": project.slug,
         "name": project.name,
-        "quotas": [
-            {
-                "gpu_model": name,
-                "guaranteed": q.guaranteed,
-                "ceiling": q.ceiling,
-                "weight": str(q.weight),
-                "auto_approve": {
-                    "max_gpus": q.max_gpus_per_lease,
-                    "max_hours": q.max_hours_per_lease,
-                    "gpus_cap": q.auto_approve_gpus_cap,
-                    "hours_cap": q.auto_approve_hours_cap,
-                },
-            }
-            for name, q in sorted(_quota_rows(project).items())
-        ],
-        "budget": None
-        if budget is None
-        else {
-            "monthly_amount": str(budget["monthly_amount"]),
-            "cap_policy": budget["cap_policy"],
-            "thresholds": budget["thresholds"],
-        },
         "members": _members(project),
-        "default_image": None,
-        "volumes": _volumes(project),
     }
+    for section in dict.fromkeys(owners[key] for key in _section_keys()):
+        values.update(section.read(project))
+    return {key: values[key] for key in TOP_KEYS}
 
 
 def dump(data: dict[str, Any]) -> str:
@@ -125,18 +127,24 @@ def export_project(project: Project) -> str:
     return dump(document(project))
 
 
-def _arrow(old: Any, new: Any) -> str:
+def arrow(old: Any, new: Any) -> str:
+    """``old → new`` for a line of the changes, ``—`` standing for nothing."""
     return f"{'—' if old is None else old} → {'—' if new is None else new}"
+
+
+def prefixed(error: DomainError, path: str) -> DomainError:
+    """A service's refusal, its message and field put under the document's ``path``."""
+    where = f"{path}.{error.field}" if error.field else path
+    return type(error)(
+        f"{where}: {error.message}", code=error.code, field=where, figures=error.figures
+    )
 
 
 def plan(doc: str, *, actor, project: Project | None = None) -> Plan:
     """Check a document and list its changes; ``project`` pins the slug (the API's URL)."""
-    from rental.models import GpuModel
-
+    owners = sections()
     data = load(doc)
-    gpu_models = {m.name: m for m in GpuModel.objects.all()}
-    config = validate(data, gpu_models=gpu_models)
-    config["gpu_models"] = gpu_models
+    config = validate(data, sections=owners)
     slug = config["project"]
     if project is not None and project.slug != slug:
         raise fail(
@@ -161,76 +169,34 @@ def plan(doc: str, *, actor, project: Project | None = None) -> Plan:
     return result
 
 
-def _caps(quota) -> dict[str, int | None]:
-    """The admin's caps on a quota's auto-approve limits, by their document keys."""
-    return {"gpus_cap": quota.auto_approve_gpus_cap, "hours_cap": quota.auto_approve_hours_cap}
-
-
 def _diff(project: Project | None, config: dict[str, Any]) -> list[str]:
+    owners = sections()
     changes: list[str] = []
-    if project is None:
-        changes.append(_("project: create “%(slug)s”") % {"slug": config["project"]})
-    elif "name" in config and config["name"] != project.name:
-        changes.append(_("name: %(change)s") % {"change": _arrow(project.name, config["name"])})
-    current = _quota_rows(project)
-    for index, want in enumerate(config["quotas"]):
-        path = f"quotas[{index}]"
-        have = current.get(want["gpu_model"])
-        if have is None:
-            changes.append(
-                _("%(path)s: add %(model)s with G %(g)s, L %(l)s, weight %(w)s")
-                % {
-                    "path": path,
-                    "model": want["gpu_model"],
-                    "g": want["guaranteed"],
-                    "l": want["ceiling"],
-                    "w": want["weight"],
-                }
-            )
-            continue
-        pairs = (
-            ("guaranteed", have.guaranteed, want["guaranteed"]),
-            ("ceiling", have.ceiling, want["ceiling"]),
-            ("weight", have.weight, want["weight"]),
-            ("auto_approve.max_gpus", have.max_gpus_per_lease, want["max_gpus"]),
-            ("auto_approve.max_hours", have.max_hours_per_lease, want["max_hours"]),
-            *(
-                (f"auto_approve.{key}", have_cap, want[key])
-                for key, have_cap in _caps(have).items()
-                if key in want
-            ),
-        )
-        for name, old, new in pairs:
-            if old != new:
-                changes.append(f"{path}.{name} ({want['gpu_model']}): {_arrow(old, new)}")
-    wanted = {q["gpu_model"] for q in config["quotas"]}
-    for name in sorted(set(current) - wanted):
-        changes.append(_("quotas: remove %(model)s") % {"model": name})
-    budget, want_budget = _budget(project), config["budget"]
-    if budget != want_budget:
-        if want_budget is None:
-            changes.append(_("budget: remove"))
+    for key in TOP_KEYS:
+        if key == "project":
+            if project is None:
+                changes.append(_("project: create “%(slug)s”") % {"slug": config["project"]})
+        elif key == "name":
+            if project is not None and "name" in config and config["name"] != project.name:
+                changes.append(
+                    _("name: %(change)s") % {"change": arrow(project.name, config["name"])}
+                )
+        elif key == "members":
+            changes += _member_changes(project, config["members"])
         else:
-            for key in ("monthly_amount", "cap_policy", "thresholds"):
-                old = None if budget is None else budget[key]
-                if old != want_budget[key]:
-                    changes.append(f"budget.{key}: {_arrow(old, want_budget[key])}")
-    have_members = {m["username"]: m["role"] for m in _members(project)}
-    want_members = {m["username"]: m["role"] for m in config["members"]}
-    for name in sorted(set(have_members) | set(want_members)):
-        old, new = have_members.get(name), want_members.get(name)
-        if old != new:
-            changes.append(f"members[{name}]: {_arrow(old, new)}")
-    if config["volumes"] != _volumes(project):
-        changes.append(_("volumes: changed"))
+            changes += owners[key].changes(key, config[key], project=project)
     return changes
 
 
-def _prefixed(error: DomainError, path: str) -> DomainError:
-    where = f"{path}.{error.field}" if error.field else path
-    return type(error)(
-        f"{where}: {error.message}", code=error.code, field=where, figures=error.figures
-    )
+def _member_changes(project: Project | None, want: list[dict[str, Any]]) -> list[str]:
+    have_members = {m["username"]: m["role"] for m in _members(project)}
+    want_members = {m["username"]: m["role"] for m in want}
+    changes = []
+    for name in sorted(set(have_members) | set(want_members)):
+        old, new = have_members.get(name), want_members.get(name)
+        if old != new:
+            changes.append(f"members[{name}]: {arrow(old, new)}")
+    return changes
 
 
 @transaction.atomic
@@ -239,37 +205,27 @@ def apply(plan: Plan, *, actor) -> Project:
     return _apply(plan, actor=actor)
 
 
-def _apply_caps(actor, project: Project, gpu_model, want: dict[str, Any]) -> None:
-    """The admin's caps, when the document names them and they change (admins only:
-    the service refuses anyone else)."""
-    from rental.loans import quota_requests
-    from rental.models import Quota
-
-    if not any(key in want for key in CAP_KEYS):
-        return
-    quota = Quota.objects.get(project=project, gpu_model=gpu_model)
-    have = _caps(quota)
-    wanted = {key: want.get(key, have[key]) for key in have}
-    if wanted != have:
-        quota_requests.set_auto_approve_caps(
-            actor=actor,
-            quota=quota,
-            gpus_cap=wanted["gpus_cap"],
-            hours_cap=wanted["hours_cap"],
-            source=SOURCE,
-        )
-
-
 def _apply(plan: Plan, *, actor) -> Project:
-    from billing import budgets
-    from rental.loans import quota_requests, quotas
-
+    owners = sections()
     config = plan.config
+    project = _lock_or_create(plan, actor=actor)
+    for key in TOP_KEYS:
+        if key == "name":
+            _rename(project, config.get("name"), actor=actor)
+        elif key == "members":
+            _apply_members(project, config["members"], actor=actor)
+        elif key != "project":
+            owners[key].apply(key, config[key], project=project, actor=actor)
+    return project
+
+
+def _lock_or_create(plan: Plan, *, actor) -> Project:
+    """The plan's project, its row locked, created first when it is new (admins only)."""
     project = Project.objects.select_for_update().filter(slug=plan.slug).first()
     if project is None:
         if not access.is_admin(actor):
             raise NotPermitted(_("Only admins create projects."), field="project")
-        project = Project.objects.create(slug=plan.slug, name=config.get("name") or plan.slug)
+        project = Project.objects.create(slug=plan.slug, name=plan.config.get("name") or plan.slug)
         audit.record(
             actor=actor,
             verb="project.created",
@@ -282,103 +238,46 @@ def _apply(plan: Plan, *, actor) -> Project:
         raise NotPermitted(
             _("Only a manager of the project or an admin applies its configuration.")
         )
-    if config.get("name") and config["name"] != project.name:
-        if not access.is_admin(actor):
-            raise NotPermitted(_("name: only admins rename a project."), field="name")
-        before = {"name": project.name}
-        project.name = config["name"]
-        project.save(update_fields=["name"])
-        audit.record(
-            actor=actor,
-            verb="project.renamed",
-            obj=project,
-            project=project,
-            source=SOURCE,
-            before=before,
-            after={"name": project.name},
-        )
-    current = _quota_rows(project)
-    wanted = {q["gpu_model"] for q in config["quotas"]}
-    for name in sorted(set(current) - wanted):
-        raise fail(
-            "quotas",
-            _(
-                "removing the quota for %(model)s is not supported; "
-                "set its guaranteed and ceiling to 0"
-            )
-            % {"model": name},
-        )
-    for index, want in enumerate(config["quotas"]):
-        path = f"quotas[{index}]"
-        have = current.get(want["gpu_model"])
-        try:
-            if have is None or (have.guaranteed, have.ceiling, have.weight) != (
-                want["guaranteed"],
-                want["ceiling"],
-                want["weight"],
-            ):
-                quotas.set_quota(
-                    actor=actor,
-                    project=project,
-                    gpu_model=config["gpu_models"][want["gpu_model"]],
-                    guaranteed=want["guaranteed"],
-                    ceiling=want["ceiling"],
-                    weight=want["weight"],
-                    max_gpus_per_lease=want["max_gpus"],
-                    max_hours_per_lease=want["max_hours"],
-                    source=SOURCE,
-                )
-            elif (have.max_gpus_per_lease, have.max_hours_per_lease) != (
-                want["max_gpus"],
-                want["max_hours"],
-            ):
-                quota_requests.set_auto_approve_limits(
-                    actor=actor,
-                    quota=have,
-                    max_gpus=want["max_gpus"],
-                    max_hours=want["max_hours"],
-                    source=SOURCE,
-                )
-            _apply_caps(actor, project, config["gpu_models"][want["gpu_model"]], want)
-        except DomainError as error:
-            raise _prefixed(error, path) from None
-    want_budget = config["budget"]
-    budget = _budget(project)
-    if want_budget is None and budget is not None:
-        raise fail("budget", _("removing a budget is not supported; set its monthly_amount to 0"))
-    if want_budget is not None and budget != want_budget:
-        try:
-            budgets.set_budget(
-                project=project,
-                actor=actor,
-                monthly_amount=want_budget["monthly_amount"],
-                thresholds=want_budget["thresholds"],
-                cap_policy=want_budget["cap_policy"],
-            )
-        except DomainError as error:
-            raise _prefixed(error, "budget") from None
+    return project
+
+
+def _rename(project: Project, name: str | None, *, actor) -> None:
+    if not name or name == project.name:
+        return
+    if not access.is_admin(actor):
+        raise NotPermitted(_("name: only admins rename a project."), field="name")
+    before = {"name": project.name}
+    project.name = name
+    project.save(update_fields=["name"])
+    audit.record(
+        actor=actor,
+        verb="project.renamed",
+        obj=project,
+        project=project,
+        source=SOURCE,
+        before=before,
+        after={"name": project.name},
+    )
+
+
+def _apply_members(project: Project, want: list[dict[str, Any]], *, actor) -> None:
     have_members = {
         m.user.get_username(): m
         for m in Membership.objects.filter(project=project).select_related("user")
     }
-    for index, want in enumerate(config["members"]):
+    for index, member in enumerate(want):
         try:
             memberships.set_membership(
-                actor=actor, project=project, user=want["user"], role=want["role"], source=SOURCE
+                actor=actor,
+                project=project,
+                user=member["user"],
+                role=member["role"],
+                source=SOURCE,
             )
         except DomainError as error:
-            raise _prefixed(error, f"members[{index}]") from None
-    want_names = {m["username"] for m in config["members"]}
+            raise prefixed(error, f"members[{index}]") from None
+    want_names = {m["username"] for m in want}
     for name in sorted(set(have_members) - want_names):
         memberships.remove_membership(
             actor=actor, project=project, user=have_members[name].user, source=SOURCE
         )
-    if config["volumes"] != _volumes(project):
-        raise fail(
-            "volumes",
-            _(
-                "data volumes are made and deleted on the project's Volumes page; "
-                "configuration does not change them yet"
-            ),
-        )
-    return project

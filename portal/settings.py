@@ -367,6 +367,12 @@ PORTAL_SPEND_SNAPSHOT_MAX_AGE_SECONDS = env_int("PORTAL_SPEND_SNAPSHOT_MAX_AGE_S
 PORTAL_ADMISSION_CHECKS: list[str] = env_list(
     "PORTAL_ADMISSION_CHECKS", "billing.admission.budget_cap"
 )
+# Dotted paths of the modules that own the sections of a project's configuration
+# document (portal/projectconfig.py) other than project, name and members: rental's
+# quotas, default image and volumes, billing's budget. Every such key needs one owner.
+PORTAL_PROJECT_CONFIG_SECTIONS: list[str] = env_list(
+    "PORTAL_PROJECT_CONFIG_SECTIONS", "rental.projectconfig,billing.projectconfig"
+)
 # Billing: a month's statements close this long after it ends (P1); the company name on PDFs.
 PORTAL_STATEMENT_GRACE_HOURS = env_int("PORTAL_STATEMENT_GRACE_HOURS", 48)
 PORTAL_COMPANY_NAME = env_str("PORTAL_COMPANY_NAME", "GPU Portal")

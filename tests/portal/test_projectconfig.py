@@ -4,6 +4,7 @@ from decimal import Decimal
 
 import pytest
 from django.apps import apps
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 
 from billing.models import Budget
@@ -178,3 +179,16 @@ def test_a_manager_cannot_change_the_caps_and_a_document_without_them_keeps_them
     projectconfig.apply(plan, actor=world.manager)
     quota = Quota.objects.get(project=world.alpha)
     assert (quota.auto_approve_gpus_cap, quota.max_hours_per_lease) == (3, 6)
+
+
+@pytest.mark.parametrize(
+    ("paths", "words"),
+    [
+        (["rental.projectconfig"], "no section owns 'budget'"),
+        (["rental.projectconfig", "billing.projectconfig", "billing.projectconfig"], "both"),
+    ],
+)
+def test_it_refuses_sections_that_leave_a_key_without_one_owner(world, settings, paths, words):
+    settings.PORTAL_PROJECT_CONFIG_SECTIONS = paths
+    with pytest.raises(ImproperlyConfigured, match=words):
+        projectconfig.export_project(world.alpha)
