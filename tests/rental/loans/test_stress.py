@@ -17,7 +17,7 @@ from portal.models import Membership
 from rental.models import Pool, Quota, Reservation
 from tests import factories
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PROCESSES = 8
 # The full run is PORTAL_STRESS_SUBMISSIONS=1000 (minutes on a shared 2-core machine);
 # the suite runs a fifth of it by default, with the same 8 processes.
