@@ -94,6 +94,7 @@ def keep_ceiling(
     start: datetime,
     end: datetime,
     booked: bool,
+    may_reclaim: bool = True,
 ) -> Decision:
     """A lease admitted now, beside its project's bookings (``booked``: some overlap its
     window, ``queued_window`` long for a queued one), goes to the manager where it would
@@ -105,7 +106,7 @@ def keep_ceiling(
         or decision.status not in (Status.PROVISIONING, Status.QUEUED)
     ):
         return decision
-    if decision.status == Status.QUEUED:
+    if decision.status == Status.QUEUED and may_reclaim:  # a booking keeps its window
         end = queued_window(end)
     conflict = ceiling_conflict(
         pool, project_id=project_id, ceiling=ceiling, gpus=gpus, start=start, end=end

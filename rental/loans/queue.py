@@ -82,9 +82,8 @@ def admit_in_pool(pool: Pool, *, now: datetime) -> list[Reservation]:
         for lease in ordered:
             standing = standings[lease.project_id]
             end = now + (lease.end - lease.start)
-            booked = reservations.overlaps(
-                bookings.get(lease.project_id, []), now, ceiling.queued_window(end)
-            )
+            until = end if lease.is_reservation else ceiling.queued_window(end)
+            booked = reservations.overlaps(bookings.get(lease.project_id, []), now, until)
             try:
                 decision = decide(
                     standing,
@@ -178,6 +177,7 @@ def beyond_ceiling(
         start=now,
         end=end,
         booked=booked,
+        may_reclaim=not lease.is_reservation,
     )
     if kept.status != Status.PENDING_APPROVAL:
         return False
