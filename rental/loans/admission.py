@@ -141,10 +141,7 @@ def preview_admission(
     return decide_request(
         pool,
         read_standing(
-            pool,
-            project.pk,
-            priority=priority,
-            window=None if booking else (now, ceiling.queued_window(end)),
+            pool, project.pk, priority=priority, window=bookings_window(booking, begins, end)
         ),
         selectors.quota_for(project, gpu_model),
         project_id=project.pk,
@@ -156,6 +153,13 @@ def preview_admission(
         end=end,
         booking=booking,
     )
+
+
+def bookings_window(booking: bool, begins: datetime, end: datetime):
+    """Where the standing counts the project's bookings for a lease asked for now: its
+    window, up to a notice past it (it may take GPUs back and start late); none for a
+    booking, which R2 checks over its own window."""
+    return None if booking else (begins, ceiling.queued_window(end))
 
 
 def decide_request(
@@ -311,10 +315,7 @@ def submit_reservation(
     may_run_now = not booking and not limited
     instances = Instance.objects.bulk_create(new_instances(reservation)) if may_run_now else []
     pool, standing = lock_and_read(
-        gpu_model,
-        project.pk,
-        priority=priority,
-        window=None if booking else (begins, ceiling.queued_window(end)),
+        gpu_model, project.pk, priority=priority, window=bookings_window(booking, begins, end)
     )
     decision = decide_request(
         pool,
