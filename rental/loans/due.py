@@ -21,7 +21,7 @@ from rental.loans.admission_checks import HELD_PREFIX
 from rental.loans.admission_rules import decide
 from rental.loans.placement import apply_decision
 from rental.loans.standing import CLAIMING, NOTICED, lock_pool, read_standing
-from rental.models import Reservation, TerminationReason
+from rental.models import Pool, Reservation, TerminationReason
 
 Status = Reservation.Status
 
@@ -46,14 +46,30 @@ def process_due(*, now: datetime | None = None) -> int:
 
 @transaction.atomic
 def process_pool_due(*, gpu_model_id: int, now: datetime) -> int:
+    """One pool's due rows, under its lock. What time has already settled comes first: a
+    sweep that runs late (a worker down for an hour) ends the notices that are over and
+    starts the leases that waited for them before any booking looks for victims, so a
+    booking sees those leases as running (and, if burst or spot, as takeable) instead of
+    as claims on GPUs nobody may touch. The victims a late booking tells are due at once
+    (no notice is left before its start), so they are settled again after it."""
     pool = lock_pool(gpu_model_id)
-    done = 0
+    done = settle(pool, now=now)
     starting = Reservation.objects.select_for_update().filter(
         reservations.starting_soon(now), gpu_model_id=gpu_model_id
     )
     for lease in starting.order_by("start", "pk"):
         reservations.begin(pool=pool, lease=lease, now=now)
         done += 1
+    done += settle(pool, now=now)
+    queue.admit_in_pool(pool, now=now)
+    return done
+
+
+def settle(pool: Pool, *, now: datetime) -> int:
+    """End the pool's victims whose notice is over and start the leases waiting for them,
+    each as of its own due time; returns how many rows it acted on."""
+    gpu_model_id = pool.gpu_model_id
+    done = 0
     victims = Reservation.objects.select_for_update().filter(
         NOTICED, gpu_model_id=gpu_model_id, notice_due_at__lte=now
     )
@@ -106,5 +122,4 @@ def process_pool_due(*, gpu_model_id: int, now: datetime) -> int:
             )
             messages.starting(lease)
         done += 1
-    queue.admit_in_pool(pool, now=now)
     return done

@@ -168,6 +168,32 @@ def test_r4_victims_told_at_start_minus_notice_and_free_at_the_start(f0, lease):
     assert fresh(late).status == Status.QUEUED
 
 
+def test_r4_a_late_sweep_settles_what_time_already_did_before_the_booking_begins(f0, lease):
+    """The worker is down from 09:30 to 10:05. By then gamma's spot lease had ended
+    (notice over at 09:32) and gamma's burst lease that waited for it had started; the
+    booking must see that burst lease as running, and so takeable, not as a claim on
+    GPUs nobody may touch, or it would wait in the queue after its start."""
+    booked = book(f0, f0.alpha, 4, at("10:00"), at("11:00"))
+    lease(f0.beta, 4, at("08:00"))
+    spot = lease(f0.gamma, 4, at("08:10"), market="spot")
+    burst = lease(f0.gamma, 2, at("09:30"), priority="learning")
+    assert (fresh(spot).notice_due_at, fresh(burst).reclaim_due_at) == (
+        at("09:32:00"),
+        at("09:32:00"),
+    )
+
+    due.process_due(now=at("10:05:00"))
+    assert fresh(spot).status == Status.PREEMPTED
+    taken = fresh(burst)
+    assert (taken.status, taken.tier) == (Status.PREEMPTED, Tier.BURST)
+    started = fresh(booked)
+    assert (started.status, started.tier, started.end) == (
+        Status.PROVISIONING,
+        Tier.RESERVED,
+        at("11:00"),  # late, but it still ends when it was booked to
+    )
+
+
 def test_r4_a_booking_within_the_guarantee_runs_guaranteed(f0):
     booked = book(f0, f0.alpha, 2, at("09:00"), at("10:00"))
     due.process_due(now=at("09:00"))
