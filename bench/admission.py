@@ -172,6 +172,37 @@ def worker(index: int, each: int) -> None:
     sys.stdout.write(json.dumps(result) + "\n")
 
 
+def overcommitted() -> list[str]:
+    """What the final rows break, counted from them alone: the pool over C, a project
+    over its guarantee G (tier guaranteed) or its ceiling L (every tier but spot). Half of
+    the leases are still running at the end, so a lost race shows here; an excess that
+    an end removed again before the run was over would not."""
+    from collections import Counter
+
+    from rental.models import Pool, Quota, Reservation, Tier
+
+    holding = Reservation.objects.filter(
+        status__in=[Reservation.Status.PROVISIONING, Reservation.Status.ACTIVE]
+    ).values_list("project_id", "tier", "gpu_count")
+    guaranteed, counted, total = Counter(), Counter(), 0
+    for project_id, tier, gpus in holding:
+        total += gpus
+        if tier == Tier.GUARANTEED:
+            guaranteed[project_id] += gpus
+        if tier != Tier.SPOT:
+            counted[project_id] += gpus
+    found = []
+    capacity = Pool.objects.get().capacity
+    if total > capacity:
+        found.append(f"pool {total} > C {capacity}")
+    for quota in Quota.objects.all():
+        if guaranteed[quota.project_id] > quota.guaranteed:
+            found.append(f"project {quota.project_id}: guaranteed {guaranteed[quota.project_id]}")
+        if counted[quota.project_id] > quota.ceiling:
+            found.append(f"project {quota.project_id}: {counted[quota.project_id]} > L")
+    return found
+
+
 def load_average() -> str:
     try:
         return " ".join(Path("/proc/loadavg").read_text().split()[:3])
@@ -212,6 +243,8 @@ def main() -> int:
         seed(args.projects, args.processes)
         from django.db import connections
 
+        from rental.models import Reservation
+
         connections.close_all()
         procs = [
             subprocess.Popen(
@@ -233,6 +266,10 @@ def main() -> int:
         results = [json.loads(p.communicate()[0].splitlines()[-1]) for p in procs]
         wall = time.perf_counter() - started
         load_after = load_average()
+        over = overcommitted()
+        running = Reservation.objects.filter(
+            status__in=[Reservation.Status.PROVISIONING, Reservation.Status.ACTIVE]
+        ).count()
     finally:
         if created and not args.keep:
             drop_database(url)
@@ -250,7 +287,9 @@ def main() -> int:
         f"p95 {percentile(locked, 0.95) * ms:.1f} ms (lock granted and standing read, to "
         f"the commit); "
         f"{queries:.0f} statements per submission, {under_lock:.0f} under the lock "
-        f"(commit not counted); load average {load_before} before, {load_after} after\n"
+        f"(commit not counted); load average {load_before} before, {load_after} after; "
+        f"overcommit on the final rows ({running} leases running): {len(over)}"
+        f"{' (' + '; '.join(over[:5]) + ')' if over else ''}\n"
     )
     return 0
 
