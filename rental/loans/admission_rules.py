@@ -80,7 +80,11 @@ def decide(
         and standing.used_guaranteed - standing.displaceable + gpu_count <= standing.guaranteed
     ):
         # Room in the guarantee once the project's own lower-priority leases give theirs
-        # back (Q6 step 3, scenario 5): the reclaim decides which.
+        # back (Q6 step 3, scenario 5): the reclaim decides which. L still holds: what
+        # those leases give back is all the room the project gets under its ceiling, and
+        # beyond that a manager decides.
+        if not approved and standing.used - standing.displaceable + gpu_count > standing.ceiling:
+            return _over_ceiling(standing, gpu_count, Tier.GUARANTEED)
         return Decision(
             status=Status.QUEUED,
             tier=Tier.GUARANTEED,

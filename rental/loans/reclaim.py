@@ -56,6 +56,13 @@ def reclaim_for(*, pool: Pool, lease: Reservation, standing: Standing, now: date
         if lease.tier == Tier.GUARANTEED
         else 0
     )
+    # What the project counts against L must fit it once the victims are gone (Q2): the
+    # decision let the lease claim only GPUs its own lower-priority leases can give back.
+    over = (
+        standing.used + lease.gpu_count - standing.ceiling
+        if lease.tier == Tier.GUARANTEED and lease.approved_at is None
+        else 0
+    )
     victims = choose_victims(
         candidates(pool, exclude=lease.pk),
         need=lease.gpu_count,
@@ -64,11 +71,17 @@ def reclaim_for(*, pool: Pool, lease: Reservation, standing: Standing, now: date
         priority=lease.priority,
         mode=mode,
         guarantee_short=short,
+        ceiling_short=over,
     )
     if not victims:
         return False
     due = now + timedelta(seconds=notice_seconds())
-    figures = {"need": lease.gpu_count, "free": standing.free, "guarantee_short": max(short, 0)}
+    figures = {
+        "need": lease.gpu_count,
+        "free": standing.free,
+        "guarantee_short": max(short, 0),
+        "ceiling_short": max(over, 0),
+    }
     for victim in Reservation.objects.select_for_update().filter(
         pk__in=[v.id for v in victims], notice_due_at__isnull=True
     ):

@@ -86,36 +86,47 @@ def choose_victims(
     priority: str,
     mode: str,
     guarantee_short: int = 0,
+    ceiling_short: int = 0,
 ) -> list[Candidate] | None:
     """Victims that free ``need − free`` GPUs of the pool and, for a production request
-    over its guarantee, ``guarantee_short`` GPUs of its own project's guarantee.
+    over its guarantee, ``guarantee_short`` GPUs of its own project's guarantee and
+    ``ceiling_short`` of the GPUs its project counts against L (every tier but spot).
 
-    Greedy in Q6 order until both are covered, then every victim that is not needed is
-    dropped (latest taken first). None when even all the candidates would not make room;
-    an empty list when there is room already."""
+    Greedy in Q6 order until all three are covered, then every victim that is not needed
+    is dropped (latest taken first). None when even all the candidates would not make
+    room; an empty list when there is room already."""
     missing = need - free
 
-    def gives_guarantee(lease: Candidate) -> int:
-        return lease.gpus if lease.project_id == project_id and lease.tier == Tier.GUARANTEED else 0
+    def gives(lease: Candidate) -> tuple[int, int, int]:
+        own = lease.project_id == project_id
+        counted = own and lease.tier != Tier.SPOT and lease.market != Market.SPOT
+        return (
+            lease.gpus,
+            lease.gpus if own and lease.tier == Tier.GUARANTEED else 0,
+            lease.gpus if counted else 0,
+        )
 
-    if missing <= 0 and guarantee_short <= 0:
+    wanted = (missing, guarantee_short, ceiling_short)
+
+    def covered(freed: tuple[int, int, int]) -> bool:
+        return all(have >= want for have, want in zip(freed, wanted, strict=True))
+
+    def plus(freed: tuple[int, int, int], lease: Candidate, sign: int = 1) -> tuple[int, int, int]:
+        return tuple(have + sign * got for have, got in zip(freed, gives(lease), strict=True))
+
+    if covered((0, 0, 0)):
         return []
     chosen: list[Candidate] = []
-    freed = freed_guarantee = 0
+    freed = (0, 0, 0)
     for candidate in reclaim_order(candidates, project_id=project_id, priority=priority, mode=mode):
-        if freed >= missing and freed_guarantee >= guarantee_short:
+        if covered(freed):
             break
         chosen.append(candidate)
-        freed += candidate.gpus
-        freed_guarantee += gives_guarantee(candidate)
-    if freed < missing or freed_guarantee < guarantee_short:
+        freed = plus(freed, candidate)
+    if not covered(freed):
         return None
     for candidate in reversed(list(chosen)):
-        if (
-            freed - candidate.gpus >= missing
-            and freed_guarantee - gives_guarantee(candidate) >= guarantee_short
-        ):
+        if covered(plus(freed, candidate, -1)):
             chosen.remove(candidate)
-            freed -= candidate.gpus
-            freed_guarantee -= gives_guarantee(candidate)
+            freed = plus(freed, candidate, -1)
     return chosen

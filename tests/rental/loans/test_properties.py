@@ -201,10 +201,20 @@ def check_victims(state: Pool_) -> None:
             same = v.project_id == claimer.project_id and v.tier == Tier.GUARANTEED
             return v.gpu_count if same else 0
 
+        def counts(v, claimer=claimer):  # against its project's L
+            same = v.project_id == claimer.project_id
+            return v.gpu_count if same and v.tier != Tier.SPOT and v.market != "spot" else 0
+
+        over = figures.get("ceiling_short", 0)
         freed_g = sum(gives(v) for v, _f in victims)
-        assert freed >= missing and freed_g >= short, (claimer_id, freed, figures)
+        freed_l = sum(counts(v) for v, _f in victims)
+        assert freed >= missing and freed_g >= short and freed_l >= over, (claimer_id, figures)
         for victim, _f in victims:  # Q6: then every victim not needed is dropped
-            spared = freed - victim.gpu_count >= missing and freed_g - gives(victim) >= short
+            spared = (
+                freed - victim.gpu_count >= missing
+                and freed_g - gives(victim) >= short
+                and freed_l - counts(victim) >= over
+            )
             assert not spared, (claimer_id, victim.pk, figures)
 
 

@@ -100,6 +100,38 @@ def test_scenario_5_takes_the_projects_own_lower_priority_lease(f0, lease):
 
 
 # Q6 order, each step
+def test_an_own_reclaim_that_would_leave_the_project_over_l_asks_a_manager(f0, lease):
+    """Q2 and Q6 step 3 with other numbers: beta (G 3, L 4) runs 2 guaranteed and 2 burst
+    GPUs; its production request of 3 fits the guarantee once the 2 give way, but beta
+    would then run 5 > L 4, so a manager decides and nobody is told to leave."""
+    Quota.objects.filter(project=f0.beta).update(guaranteed=3, ceiling=4)
+    lease(f0.beta, 2, at("09:00"))
+    burst = lease(f0.beta, 2, at("09:01"))
+    assert burst.tier == Tier.BURST
+    asked = lease(f0.beta, 3, at("09:02"), priority="production")
+    assert (asked.status, asked.status_code) == (Status.PENDING_APPROVAL, "over_ceiling")
+    assert noticed() == set()
+
+
+def test_an_own_reclaim_takes_enough_to_keep_the_project_within_l(f0, lease):
+    """The guarantee would need one victim, the ceiling two: beta (G 3, L 4) runs two
+    1-GPU learning leases and 2 burst GPUs; its production request of 2 takes both
+    learning leases (2 + 2 = L), not only the one the guarantee needs."""
+    Quota.objects.filter(project=f0.beta).update(guaranteed=3, ceiling=4)
+    first = lease(f0.beta, 1, at("09:00"), priority="learning")
+    second = lease(f0.beta, 1, at("09:01"), priority="learning")
+    burst = lease(f0.beta, 2, at("09:02"))
+    assert burst.tier == Tier.BURST
+    asked = lease(f0.beta, 2, at("09:03"), priority="production")
+    assert (asked.status, asked.status_code) == (Status.QUEUED, "reclaiming")
+    assert noticed() == {first.pk, second.pk}
+    due.process_due(now=at("09:05"))
+    running = Reservation.objects.filter(
+        project=f0.beta, status__in=(Status.PROVISIONING, Status.ACTIVE)
+    )
+    assert sum(r.gpu_count for r in running) == 4
+
+
 def test_it_takes_spot_before_other_projects_burst(f0, lease):
     lease(f0.beta, 4, at("09:00"))
     burst = lease(f0.gamma, 2, at("09:01"))
