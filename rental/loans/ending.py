@@ -9,6 +9,7 @@ from django.utils.translation import gettext as _
 from portal import access, audit
 from portal.errors import InvalidTransition, NotPermitted
 from rental import jobs
+from rental.loans.standing import lock_pool, pool_use
 from rental.loans.usage import stop_billing_and_terminate
 from rental.models import Instance, Reservation, TerminationReason
 
@@ -21,6 +22,9 @@ FINAL_STATUS_BY_REASON = {
     TerminationReason.SPOT_INTERRUPTED: Status.PREEMPTED,
     TerminationReason.FAILED: Status.FAILED,
 }
+
+# A lease that has not started: withdrawing it is a cancellation.
+WAITING = (Status.PENDING_APPROVAL, Status.QUEUED, Status.SCHEDULED)
 
 # An instance in these states holds nothing in the cloud any more.
 GONE = (Instance.State.TERMINATED, Instance.State.FAILED)
@@ -36,7 +40,7 @@ def end_locked(reservation: Reservation, *, reason: str, at: datetime) -> str:
     cancelled; a running one's usage closes at ``at`` and its instances are terminated
     by the worker. Returns the status it had. Raises InvalidTransition when it is over."""
     before = reservation.status
-    if reservation.status in (Status.PENDING_APPROVAL, Status.QUEUED, Status.SCHEDULED):
+    if reservation.status in WAITING:
         reservation.status = Status.CANCELLED
         reservation.ended_at = at
         reservation.end_reason = reason
@@ -44,10 +48,7 @@ def end_locked(reservation: Reservation, *, reason: str, at: datetime) -> str:
         reservation.save(
             update_fields=["status", "ended_at", "end_reason", "reclaim_due_at", "updated_at"]
         )
-        # Nobody needs the victims' GPUs any more: their notices are called off.
-        Reservation.objects.filter(
-            preempted_for=reservation, status__in=(Status.PROVISIONING, Status.ACTIVE)
-        ).update(notice_due_at=None, preempted_for=None, status_code="", status_message="")
+        call_off_notices(reservation)
     elif reservation.status in (Status.PROVISIONING, Status.ACTIVE):
         reservation.end_reason = reason
         reservation.ended_at = at
@@ -67,6 +68,31 @@ def end_locked(reservation: Reservation, *, reason: str, at: datetime) -> str:
     return before
 
 
+def call_off_notices(claimer: Reservation) -> None:
+    """A waiting lease was withdrawn: its victims' notices are called off, except those
+    other waiting leases still count on. A notice frees GPUs for every claim in the pool,
+    not only its own claimer's (a later claim may have been admitted on what a notice
+    freed beyond its claimer's need), so a notice is called off only while the claims
+    left still fit: running + max(claimed − noticed, 0) ≤ C (Q8). The biggest go first;
+    a kept notice ends as told."""
+    victims = list(
+        Reservation.objects.select_for_update()
+        .filter(preempted_for=claimer, status__in=(Status.PROVISIONING, Status.ACTIVE))
+        .order_by("-gpu_count", "pk")
+    )
+    if not victims:
+        return
+    use = pool_use(lock_pool(claimer.gpu_model_id))  # the claimer is already not claiming
+    noticed, called_off = use.noticed, []
+    for victim in victims:
+        if use.running + max(use.claimed - (noticed - victim.gpu_count), 0) <= use.capacity:
+            noticed -= victim.gpu_count
+            called_off.append(victim.pk)
+    Reservation.objects.filter(pk__in=called_off).update(
+        notice_due_at=None, preempted_for=None, status_code="", status_message=""
+    )
+
+
 @transaction.atomic
 def end_reservation(
     *,
@@ -84,6 +110,10 @@ def end_reservation(
             % {"project": reservation.project}
         )
     now = now or timezone.now()
+    if reservation.status in WAITING:
+        # Withdrawing a claim changes the pool's standing (call_off_notices): lock the
+        # pool before the row, in the order every admission takes them.
+        lock_pool(reservation.gpu_model_id)
     reservation = Reservation.objects.select_for_update().get(pk=reservation.pk)
     before = end_locked(reservation, reason=reason, at=now)
     audit.record(
@@ -98,9 +128,6 @@ def end_reservation(
     )
     jobs.admit_queued_on_commit(reservation.gpu_model_id)
     return reservation
-
-
-WAITING = (Status.PENDING_APPROVAL, Status.QUEUED, Status.SCHEDULED)
 
 
 @transaction.atomic

@@ -5,7 +5,8 @@ import pytest
 
 from portal.errors import QuotaExceeded
 from portal.models import AuditEvent, Notification
-from rental.loans import due, ending, queue
+from rental.loans import due, ending, pools, queue
+from rental.loans.standing import pool_use
 from rental.models import Pool, Quota, Reservation, TerminationReason, Tier
 from tests.rental.loans.conftest import at
 
@@ -130,6 +131,46 @@ def test_an_own_reclaim_takes_enough_to_keep_the_project_within_l(f0, lease):
         project=f0.beta, status__in=(Status.PROVISIONING, Status.ACTIVE)
     )
     assert sum(r.gpu_count for r in running) == 4
+
+
+def test_withdrawing_a_claim_keeps_the_notices_another_claim_counts_on(f0, lease):
+    """Q8: a notice frees GPUs for every claim in the pool. alpha's claim of 1 took
+    gamma's 3-GPU spot lease; beta's burst claim of 2 took gamma's 1-GPU spot lease and
+    the GPU left free; then C was lowered to what the pool will use (7). When alpha
+    withdraws, the 3-GPU notice must stay: calling it off would leave beta's claim 1 GPU
+    beyond C."""
+    big = lease(f0.gamma, 3, at("09:00"), market="spot", priority="learning")
+    small = lease(f0.gamma, 1, at("09:00"), market="spot", priority="production")
+    lease(f0.beta, 3, at("09:00"))
+    first = lease(f0.alpha, 1, at("09:00"))
+    claim = lease(f0.alpha, 1, at("09:01"))
+    assert (claim.status_code, noticed()) == ("reclaiming", {big.pk})
+    ending.end_reservation(actor=f0.alice, reservation=first, now=at("09:01:10"))
+    other = lease(f0.beta, 2, at("09:01:20"))
+    assert (other.tier, other.status_code, noticed()) == (
+        Tier.BURST,
+        "reclaiming",
+        {big.pk, small.pk},
+    )
+    pools.set_capacity(actor=f0.admin, gpu_model=f0.model, capacity=7)
+
+    ending.end_reservation(actor=f0.alice, reservation=claim, now=at("09:01:30"))
+    assert fresh(claim).status == Status.CANCELLED
+    assert noticed() == {big.pk, small.pk}
+    use = pool_use(Pool.objects.get(pk=f0.pool.pk))
+    assert use.running + max(use.claimed - use.noticed, 0) <= use.capacity == 7
+    due.process_due(now=at("09:03:20"))
+    assert (fresh(big).status, fresh(other).status) == (Status.PREEMPTED, Status.PROVISIONING)
+
+
+def test_withdrawing_a_claim_nobody_else_needs_calls_its_notices_off(f0, lease):
+    spot = lease(f0.gamma, 4, at("09:00"), market="spot")
+    lease(f0.beta, 4, at("09:00"))
+    claim = lease(f0.alpha, 2, at("09:01"))
+    assert noticed() == {spot.pk}
+    ending.end_reservation(actor=f0.alice, reservation=claim, now=at("09:01:30"))
+    assert noticed() == set()
+    assert fresh(spot).preempted_for_id is None
 
 
 def test_it_takes_spot_before_other_projects_burst(f0, lease):
