@@ -99,13 +99,30 @@ def settle(pool: Pool, *, now: datetime) -> int:
             reservations.start(pool=pool, lease=lease, at=at)
             done += 1
             continue
+        standing = read_standing(pool, lease.project_id, priority=lease.priority)
+        approved = lease.approved_at is not None
         try:
             decision = decide(
-                read_standing(pool, lease.project_id, priority=lease.priority),
+                standing,
                 gpu_count=lease.gpu_count,
                 priority=lease.priority,
                 market=lease.market,
-                approved=lease.approved_at is not None,
+                approved=approved,
+            )
+            # Decided again, it may now fit the guarantee: only where that leaves its
+            # project's bookings their room (R2), as in the queue. It was stored as it
+            # will run (reclaim_for), so its window is [start, end).
+            decision = reservations.keep_bookings(
+                pool,
+                decision,
+                standing,
+                project_id=lease.project_id,
+                gpus=lease.gpu_count,
+                priority=lease.priority,
+                market=lease.market,
+                start=lease.start,
+                end=lease.end,
+                approved=approved,
             )
         except QuotaExceeded:
             continue

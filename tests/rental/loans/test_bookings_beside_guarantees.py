@@ -130,3 +130,27 @@ def test_promotion_leaves_a_lease_beside_its_projects_booking_burst(f0, lease):
     queue.admit_queued(gpu_model=f0.model, now=at("08:15"))  # a pass promotes (Q3)
     assert fresh(beside).tier == Tier.BURST  # G 2 has room, but the booking holds it
     assert fresh(beside).status_code != "promoted"
+
+
+def test_a_claim_decided_again_at_its_due_stays_burst_beside_its_booking(f0, lease):
+    """alpha's 1-GPU request overlaps its 12:00 booking of 4 (Σ E there = 4 + 4 = C), so
+    it claims gamma's spot GPUs as burst. When the notice is over it is decided again:
+    within G now, but running guaranteed it would count in alpha's E at 12:00 (5) and
+    break R2; it starts as burst, which R4 takes back at the booking's start."""
+    booked = book(f0, f0.alpha, 4, at("12:00"), at("13:00"))
+    lease(f0.beta, 4, at("09:00"))
+    spot = lease(f0.gamma, 4, at("09:00"), market="spot")
+    claim = lease(f0.alpha, 1, at("09:00"), priority="learning", hours=4)
+    assert (claim.tier, claim.status_code) == (Tier.BURST, "reclaiming")
+
+    due.process_due(now=at("09:02"))
+    started = fresh(claim)
+    assert (fresh(spot).status, started.status, started.tier) == (
+        Status.PREEMPTED,
+        Status.PROVISIONING,
+        Tier.BURST,
+    )
+    due.process_due(now=at("11:58"))
+    assert fresh(claim).notice_due_at == at("12:00")  # R4 takes it back for the booking
+    due.process_due(now=at("12:00"))
+    assert fresh(booked).status == Status.PROVISIONING
