@@ -113,13 +113,31 @@ class Worker:
                 os.killpg(self.process.pid, signal.SIGKILL)
 
 
-def wait_for(check: Callable[[], bool], *, timeout: float, what: str) -> None:
+def wait_for(check: Callable[[], bool], *, timeout: float, what: str | Callable[[], str]) -> None:
+    """Poll ``check`` until it holds. ``what`` says what was awaited; a callable is asked
+    at the deadline, so the message tells the state that did not settle, not the state
+    the wait began with."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if check():
             return
         time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
+    raise AssertionError(f"timed out waiting for {what() if callable(what) else what}")
+
+
+def launch_state(account) -> str:
+    """The rows of every lease still provisioning or ending, to tell why it has not moved:
+    its instances' state, claim, retry time and attempts."""
+    lines = []
+    for lease in Reservation.objects.filter(status__in=(Status.PROVISIONING, Status.ENDING)):
+        for i in Instance.objects.filter(reservation=lease):
+            kinds = [a.kind or "accepted" for a in i.attempts.order_by("at", "pk")]
+            lines.append(
+                f"lease {lease.pk} {lease.status}: instance {i.pk} {i.state} "
+                f"id={i.external_id or '-'} claimed={i.claimed_at} next={i.next_attempt_at} "
+                f"attempts={i.launch_attempts} {kinds} error={i.last_error[:120]!r}"
+            )
+    return "; ".join(lines) or "no lease provisioning or ending"
 
 
 def violations(account) -> list[str]:
@@ -199,7 +217,11 @@ def test_it_keeps_the_invariants_whatever_moment_the_worker_dies(cloud, tmp_path
             wait_for(
                 lambda: not violations(f0.account),
                 timeout=60,
-                what=f"the invariants after kill {point} ({killed[-1]}): {violations(f0.account)}",
+                what=lambda point=point: (
+                    f"the invariants after kill {point} ({killed[-1]}): "
+                    f"{violations(f0.account)}; {launch_state(f0.account)}; worker log: "
+                    f"{worker.log.read_text()[-1500:]}"
+                ),
             )
     finally:
         worker.stop()
