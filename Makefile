@@ -24,11 +24,14 @@ run: $(VENV)/.installed-demo
 	$(PY) manage.py demo
 
 # The suite starts its own throwaway PostgreSQL and Redis (tests/servers.py) unless
-# DATABASE_URL / CELERY_BROKER_URL name existing ones.
+# DATABASE_URL / CELERY_BROKER_URL name existing ones. It runs in TEST_WORKERS processes
+# (pytest-xdist, a test file per worker at a time; each worker has its own database and
+# Redis database) and ends with the 20 slowest tests. TEST_WORKERS=0 runs it in one.
+TEST_WORKERS ?= 2
 test: $(VENV)/.installed-test
 	@tools/ensure-test-tools
 	$(PY) manage.py compile_translations
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --durations=20 $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .

@@ -10,6 +10,8 @@ pytest_plugins = ["tests.fixtures_cloud", "tests.fixtures_worker"]
 
 
 def pytest_configure(config):
+    if hasattr(config, "workerinput"):
+        return  # an xdist worker: the controlling process compiled them before it started
     from portal.i18n import compile_catalogs
 
     compile_catalogs()  # the .mo files are build products; pages are tested in Chinese too

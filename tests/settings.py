@@ -4,9 +4,20 @@ Unless ``DATABASE_URL`` / ``CELERY_BROKER_URL`` name existing servers, a throwaw
 PostgreSQL and Redis are started for this test run (``tests/servers.py``) before the
 portal's settings read them."""
 
+import os
+import re
+
 from tests import servers
 
 servers.ensure()
+
+# Under pytest-xdist every worker process has its own database (pytest-django names it
+# after the worker) and its own Redis database, so one worker's Celery queue, or a test
+# that empties the broker, never touches another's. gw0 uses database 1, gw1 database 2...
+_worker = re.fullmatch(r"gw(\d+)", os.environ.get("PYTEST_XDIST_WORKER", ""))
+_broker = re.fullmatch(r"(rediss?://[^/]+)(/\d*)?", os.environ.get("CELERY_BROKER_URL", ""))
+if _worker and _broker:
+    os.environ["CELERY_BROKER_URL"] = f"{_broker[1]}/{int(_worker[1]) + 1}"
 
 from portal.settings import *  # noqa: E402, F403
 
