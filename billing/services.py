@@ -325,12 +325,21 @@ def _open_statement(project: Project, now: datetime) -> Statement:
     return statement
 
 
+# The amount columns hold 14 digits, two of them cents: what does not fit is refused on
+# the field, never stored (SQLite would store it, and every later read of it would fail).
+AMOUNT_LIMIT = Decimal(10) ** 12
+
+
 def parse_amount(value: Any, *, field: str = "amount") -> Decimal:
     try:
         amount = Decimal(str(value).strip())
     except (InvalidOperation, ValueError):
         raise InvalidInput(_("Enter an amount such as 12.50."), field=field) from None
-    if not amount.is_finite() or amount.quantize(Decimal("0.01")) != amount:
+    if not amount.is_finite() or abs(amount) >= AMOUNT_LIMIT:
+        raise InvalidInput(
+            _("Enter an amount below 1,000,000,000,000, such as 12.50."), field=field
+        )
+    if amount.quantize(Decimal("0.01")) != amount:
         raise InvalidInput(_("Enter an amount in whole cents, such as 12.50."), field=field)
     return amount
 

@@ -88,16 +88,18 @@ def count(value: Any, path: str, *, optional: bool = False) -> int | None:
     return value
 
 
-def decimal(value: Any, path: str, *, places: int) -> Decimal:
-    """A number from 0 to 10¹², rounded to ``places`` decimal places."""
+def decimal(value: Any, path: str, *, places: int, below: Decimal = Decimal(10) ** 12) -> Decimal:
+    """A number from 0 up to (not including) ``below``, rounded to ``places`` decimal
+    places: ``below`` is what the column holds (10¹² for 14 digits with two decimals)."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise fail(path, _("must be a number"))
     try:
         number = Decimal(str(value))
     except InvalidOperation:
         raise fail(path, _("must be a number")) from None
-    if not number.is_finite() or number < 0 or number > Decimal(10) ** 12:
-        raise fail(path, _("must be a number from 0 to 10¹²"))
+    if not number.is_finite() or number < 0 or number >= below:
+        most = below - Decimal(1).scaleb(-places)
+        raise fail(path, _("must be a number from 0 to %(max)s") % {"max": f"{most:,}"})
     return number.quantize(Decimal(1).scaleb(-places))
 
 

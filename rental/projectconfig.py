@@ -10,6 +10,7 @@ resources made on the Volumes page, so they are exported for reading and a docum
 changes them is refused.
 """
 
+from decimal import Decimal
 from typing import Any
 
 from django.utils.translation import gettext as _
@@ -137,7 +138,9 @@ def _validate_quotas(value: Any) -> list[dict[str, Any]]:
         ceiling = count(item["ceiling"], f"{path}.ceiling")
         if ceiling < guaranteed:
             raise fail(f"{path}.ceiling", _("must be ≥ guaranteed"))
-        weight = decimal(item.get("weight", "1"), f"{path}.weight", places=3)
+        weight = decimal(
+            item.get("weight", "1"), f"{path}.weight", places=3, below=Decimal(10) ** 5
+        )
         if weight <= 0:
             raise fail(f"{path}.weight", _("must be more than zero"))
         auto = item.get("auto_approve") or {}

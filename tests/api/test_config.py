@@ -121,6 +121,13 @@ def test_it_refuses_guarantees_over_the_pool_with_the_rule_and_figures(world):
         (b"project: beta\n", "project"),
         (b"project: alpha\x00\n", "document"),
         (b"- just\n- a list\n", "document"),
+        # Beyond what the columns hold (weight: 8 digits, 3 decimals; amounts: 14, 2).
+        (
+            b"project: alpha\nquotas:\n- gpu_model: A100 80GB\n  guaranteed: 1\n"
+            b"  ceiling: 2\n  weight: 100000\n",
+            "quotas[0].weight",
+        ),
+        (b"project: alpha\nbudget:\n  monthly_amount: 1000000000000\n", "budget.monthly_amount"),
     ],
 )
 def test_it_answers_400_naming_the_path_of_a_bad_document(world, body, field):

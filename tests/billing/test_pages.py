@@ -227,3 +227,29 @@ def test_the_manager_sets_the_budget_through_the_form(client, f0):
         .status_code
         == 404
     )
+
+
+@pytest.mark.parametrize(
+    "amount", ["99999999999999999999999", "1000000000000", "-1000000000000", "1e400"]
+)
+def test_a_budget_too_big_for_its_column_is_a_field_error_and_nothing_is_saved(client, f0, amount):
+    """Every page that reads a budget stays up: an amount the column cannot hold (14
+    digits, two of them cents) is refused, saying why, instead of being stored."""
+    answer = login(client, f0.alpha_manager).post(
+        reverse("billing:budget_set", args=[f0.alpha.slug]),
+        {"monthly_amount": amount, "threshold": ["80:actual"]},
+        follow=True,
+    )
+    assert answer.status_code == 200  # back on the project page, which says why
+    assert "Enter an amount below 1,000,000,000,000" in answer.content.decode()
+    assert not Budget.objects.filter(project=f0.alpha).exists()
+    assert login(client, f0.alpha_manager).get(reverse("dashboard")).status_code == 200
+
+
+def test_the_largest_budget_the_column_holds_is_saved_and_read_back(client, f0):
+    login(client, f0.alpha_manager).post(
+        reverse("billing:budget_set", args=[f0.alpha.slug]),
+        {"monthly_amount": "999999999999.99", "threshold": ["80:actual"]},
+    )
+    assert Budget.objects.get(project=f0.alpha).monthly_amount == Decimal("999999999999.99")
+    assert login(client, f0.alpha_manager).get(reverse("dashboard")).status_code == 200
