@@ -140,3 +140,13 @@ def query_with(context: template.Context, **changes: Any) -> str:
         else:
             params[key] = value
     return params.urlencode()
+
+
+@register.filter
+def pairs(value: Any) -> list[tuple[Any, Any]]:
+    """A mapping's (key, value) pairs, for ``{% for key, value in mapping|pairs %}``.
+    ``mapping.items`` in a template looks up a key named "items" first, so a mapping that
+    has one (a statement line's references do: how many volumes) breaks the loop."""
+    if not value:
+        return []
+    return list(value.items())

@@ -12,6 +12,8 @@ from django.utils import timezone
 from billing import services
 from billing.models import Budget, LineDispute, Statement, StatementLine
 from billing.periods import period_start
+from billing.selectors import draft_statement
+from rental.catalog import storage
 from rental.models import Pool
 from tests import factories
 from tests.billing.helpers import lease, run
@@ -253,3 +255,22 @@ def test_the_largest_budget_the_column_holds_is_saved_and_read_back(client, f0):
     )
     assert Budget.objects.get(project=f0.alpha).monthly_amount == Decimal("999999999999.99")
     assert login(client, f0.alpha_manager).get(reverse("dashboard")).status_code == 200
+
+
+def test_explain_on_the_stopped_disks_line_shows_its_figures(client, f0):
+    """A stopped instance's disk is a storage line whose references count its items; the
+    drill-down lists every figure (a key named "items" once broke the page: a template's
+    ``mapping.items`` looks that key up first)."""
+    stopped = lease(f0, f0.alpha, status="active")
+    run(stopped, start=THIS_MONTH, hours=1)
+    storage.open_disks(
+        [stopped.instances.get()], project_id=f0.alpha.pk, at=THIS_MONTH + timedelta(hours=1)
+    )
+    view = draft_statement(project_id=f0.alpha.pk, period=THIS_MONTH, now=timezone.now())
+    index = next(i for i, line in enumerate(view.lines) if line.kind == "storage")
+    answer = login(client, f0.alpha_manager).get(
+        reverse("billing:line", args=[f0.alpha.slug, f"{THIS_MONTH:%Y-%m}", index])
+    )
+    assert answer.status_code == 200
+    body = answer.content.decode()
+    assert "<dt>items</dt>" in body and "<dt>month_seconds</dt>" in body
