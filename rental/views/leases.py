@@ -54,8 +54,14 @@ def may_end_lease(user: Any, lease: Reservation) -> bool:
     return access.can_act_on_lease(user, lease)
 
 
+# The services name a booking's start ``start``; the form's field is ``start_at``.
+FORM_FIELD_OF = {"start": "start_at"}
+
+
 def _put_on_form(form: Any, error: DomainError) -> None:
-    field = error.field if error.field in form.fields else None
+    """A refusal goes on the field it names, so the person sees it where they typed."""
+    name = FORM_FIELD_OF.get(error.field or "", error.field)
+    field = name if name in form.fields else None
     form.add_error(field, ValidationError(error.message, code=error.code))
 
 

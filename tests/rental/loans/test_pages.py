@@ -141,3 +141,19 @@ def test_the_estimate_says_a_booking_over_the_ceiling_goes_to_the_manager(f0, cl
     client.post(reverse("rental:lease_new"), form(f0, start_mode="later", start_at=soon))
     booked = Reservation.objects.get(is_reservation=True)
     assert (booked.status, booked.status_code) == (Status.PENDING_APPROVAL, "over_ceiling")
+
+
+def test_a_booking_start_refused_by_the_rules_is_an_error_on_the_start_field(f0, client):
+    client.force_login(f0.alice)
+    for start, message in (
+        ("2020-04-06T09:00", "The start is in the past."),
+        ("9999-12-31T23:00", "The start is too far ahead."),
+    ):
+        response = client.post(
+            reverse("rental:lease_new"), form(f0, start_mode="later", start_at=start)
+        )
+        assert response.status_code in (200, 400)
+        errors = response.context["form"].errors
+        assert errors.get("start_at") == [message], errors
+        assert "__all__" not in errors
+    assert not Reservation.objects.exists()
