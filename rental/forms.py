@@ -148,7 +148,15 @@ class LeaseRequestForm(forms.Form):
         self.fields["gpu_model"].queryset = GpuModel.objects.filter(
             pk__in=[m.pk for m in models]
         ).order_by("name")
-        self.current_gpu_model = self._pick("gpu_model", {str(m.pk): m for m in models}, models)
+        # A new form starts on a model that one GPU on demand (its first values) can be
+        # launched on now: one that no offering fits would open the form on a refusal.
+        preferred = models
+        if models and not self.is_bound:
+            fits = selectors.gpu_models_that_fit(
+                (m.pk for m in models), gpu_count=1, market=Market.ON_DEMAND
+            )
+            preferred = sorted(models, key=lambda m: m.pk not in fits)
+        self.current_gpu_model = self._pick("gpu_model", {str(m.pk): m for m in models}, preferred)
         if not self.is_bound:
             self.initial["project"] = self.current_project
             self.initial["gpu_model"] = self.current_gpu_model

@@ -1,5 +1,6 @@
 """Non-trivial reads of the compute side. Billing reads usage only through here."""
 
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -107,6 +108,21 @@ def offerings_of(gpu_model: GpuModel | int) -> QuerySet[Offering]:
         .select_related("account", "gpu_model")
         .order_by("gpus_per_instance", "on_demand_price_per_hour", "pk")
     )
+
+
+def gpu_models_that_fit(gpu_model_ids: Iterable[int], *, gpu_count: int, market: str) -> set[int]:
+    """Of these GPU models, those with an offering that can carry ``gpu_count`` GPUs on
+    ``market`` now (``fitting_offerings`` for each), in one query."""
+    by_model: dict[int, list[Offering]] = defaultdict(list)
+    for offering in Offering.objects.filter(
+        gpu_model_id__in=list(gpu_model_ids), is_available=True, account__is_active=True
+    ):
+        by_model[offering.gpu_model_id].append(offering)
+    return {
+        model_id
+        for model_id, offerings in by_model.items()
+        if fitting(offerings, gpu_count=gpu_count, market=market)
+    }
 
 
 def fitting(offerings: Iterable[Offering], *, gpu_count: int, market: str) -> list[Offering]:

@@ -7,7 +7,8 @@ import pytest
 from django.urls import reverse
 
 from rental.loans import admission
-from rental.models import Reservation
+from rental.models import Quota, Reservation
+from tests import factories
 
 
 @pytest.fixture
@@ -107,3 +108,18 @@ def test_it_refuses_production_over_the_guarantee_on_the_priority_field(f0, clie
     assert response.status_code == 409
     assert 'id="error-priority"' in response.content.decode()
     assert not Reservation.objects.exists()
+
+
+def test_a_new_form_starts_on_a_model_one_gpu_can_be_launched_on(f0, client):
+    """alpha has quotas for two models; "A10 24GB" (first by name) is sold only as
+    8-GPU instances, so the form opens on A100 80GB, whose 1-GPU offering fits its
+    first values, instead of on a refusal."""
+    small = factories.gpu_model("A10 24GB")
+    factories.offering(f0.account, small, instance_type="test.a10x8", gpus=8)
+    Quota.objects.create(project=f0.alpha, gpu_model=small, guaranteed=0, ceiling=8)
+    client.force_login(f0.alice)
+    page = client.get(reverse("rental:lease_new"))
+    form = page.context["form"]
+    assert [m.name for m in form.fields["gpu_model"].queryset] == ["A10 24GB", "A100 80GB"]
+    assert form.current_gpu_model == f0.model and form.initial["gpu_model"] == f0.model
+    assert outcome(page) != "refused"
