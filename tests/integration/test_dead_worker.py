@@ -13,7 +13,7 @@ import redis
 from django.conf import settings
 
 from rental.loans import admission
-from rental.models import Instance, Reservation
+from rental.models import Instance, RegionSync, Reservation
 from rental.providers.base import CloudState
 from tests import factories
 from tests.integration.test_chaos import Worker, wait_for
@@ -101,7 +101,14 @@ def test_it_launches_within_a_sync_period_after_the_worker_died_after_a_submissi
     cloud.delay("DescribeInstances", 30, times=999)
     worker.start()
     try:
-        time.sleep(6)  # a worker that has started and takes messages
+        # A worker that has started and takes messages: its beat has sent a sync and the
+        # worker claimed the region (the sync then waits on the held describe), however
+        # long the start took on this machine.
+        wait_for(
+            lambda: RegionSync.objects.filter(claimed_until__isnull=False).exists(),
+            timeout=60,
+            what="the worker to take its first sync",
+        )
         lease = submit(f0)
         time.sleep(0.2)
         worker.kill()
