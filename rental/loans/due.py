@@ -18,7 +18,6 @@ from portal import audit
 from portal.errors import QuotaExceeded
 from rental.loans import ending, messages, queue, reclaim, reservations
 from rental.loans.admission_checks import HELD_PREFIX
-from rental.loans.admission_rules import decide
 from rental.loans.placement import apply_decision
 from rental.loans.standing import CLAIMING, NOTICED, lock_pool, read_standing
 from rental.models import Pool, Reservation, TerminationReason
@@ -100,29 +99,12 @@ def settle(pool: Pool, *, now: datetime) -> int:
             done += 1
             continue
         standing = read_standing(pool, lease.project_id, priority=lease.priority)
-        approved = lease.approved_at is not None
         try:
-            decision = decide(
-                standing,
-                gpu_count=lease.gpu_count,
-                priority=lease.priority,
-                market=lease.market,
-                approved=approved,
-            )
             # Decided again, it may now fit the guarantee: only where that leaves its
             # project's bookings their room (R2), as in the queue. It was stored as it
             # will run (reclaim_for), so its window is [start, end).
-            decision = reservations.keep_bookings(
-                pool,
-                decision,
-                standing,
-                project_id=lease.project_id,
-                gpus=lease.gpu_count,
-                priority=lease.priority,
-                market=lease.market,
-                start=lease.start,
-                end=lease.end,
-                approved=approved,
+            decision = reservations.decide_waiting(
+                pool, standing, lease, start=lease.start, end=lease.end
             )
         except QuotaExceeded:
             continue

@@ -11,7 +11,7 @@ from portal import audit
 from portal.errors import QuotaExceeded
 from rental.loans import ceiling, messages, reclaim, reservations
 from rental.loans.admission_checks import hold
-from rental.loans.admission_rules import Decision, Standing, decide
+from rental.loans.admission_rules import Decision, Standing
 from rental.loans.placement import apply_decision
 from rental.loans.pools import tell_watchers
 from rental.loans.queue_rules import Waiting, queue_order
@@ -85,25 +85,8 @@ def admit_in_pool(pool: Pool, *, now: datetime) -> list[Reservation]:
             until = end if lease.is_reservation else ceiling.queued_window(end)
             booked = reservations.overlaps(bookings.get(lease.project_id, []), now, until)
             try:
-                decision = decide(
-                    standing,
-                    gpu_count=lease.gpu_count,
-                    priority=lease.priority,
-                    market=lease.market,
-                    approved=lease.approved_at is not None,
-                )
-                decision = reservations.keep_bookings(
-                    pool,
-                    decision,
-                    standing,
-                    project_id=lease.project_id,
-                    gpus=lease.gpu_count,
-                    priority=lease.priority,
-                    market=lease.market,
-                    start=now,
-                    end=end,
-                    approved=lease.approved_at is not None,
-                    booked=booked,
+                decision = reservations.decide_waiting(
+                    pool, standing, lease, start=now, end=end, booked=booked
                 )
             except QuotaExceeded:
                 passed.add(lease.pk)

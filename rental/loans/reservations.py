@@ -235,6 +235,40 @@ def keep_bookings(
     return decision
 
 
+def decide_waiting(
+    pool: Pool,
+    standing: Standing,
+    lease: Reservation,
+    *,
+    start: datetime,
+    end: datetime,
+    booked: bool | None = None,
+) -> Decision:
+    """A waiting lease decided again (the queue, a claim whose notice is over): Q2, then
+    beside its project's bookings over [start, end) (R2). Raises QuotaExceeded."""
+    approved = lease.approved_at is not None
+    decision = decide(
+        standing,
+        gpu_count=lease.gpu_count,
+        priority=lease.priority,
+        market=lease.market,
+        approved=approved,
+    )
+    return keep_bookings(
+        pool,
+        decision,
+        standing,
+        project_id=lease.project_id,
+        gpus=lease.gpu_count,
+        priority=lease.priority,
+        market=lease.market,
+        start=start,
+        end=end,
+        approved=approved,
+        booked=booked,
+    )
+
+
 def booked_windows(gpu_model_id: int) -> dict[int, list[tuple[datetime, datetime]]]:
     """Every project's bookings in the pool as windows, in one read: for a pass that asks
     ``booked_between`` of many leases (the queue)."""
