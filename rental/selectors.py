@@ -101,10 +101,16 @@ def quota_status(*, project: Project | int, gpu_model: GpuModel | int) -> QuotaS
     )
 
 
+def on_sale() -> QuerySet[Offering]:
+    """Offerings that sell now: available, on an active account."""
+    return Offering.objects.filter(is_available=True, account__is_active=True)
+
+
 def offerings_of(gpu_model: GpuModel | int) -> QuerySet[Offering]:
-    """The offerings that sell ``gpu_model`` now: available, on an active account."""
+    """The offerings that sell ``gpu_model`` now (``on_sale``)."""
     return (
-        Offering.objects.filter(gpu_model=gpu_model, is_available=True, account__is_active=True)
+        on_sale()
+        .filter(gpu_model=gpu_model)
         .select_related("account", "gpu_model")
         .order_by("gpus_per_instance", "on_demand_price_per_hour", "pk")
     )
@@ -114,9 +120,7 @@ def gpu_models_that_fit(gpu_model_ids: Iterable[int], *, gpu_count: int, market:
     """Of these GPU models, those with an offering that can carry ``gpu_count`` GPUs on
     ``market`` now (``fitting_offerings`` for each), in one query."""
     by_model: dict[int, list[Offering]] = defaultdict(list)
-    for offering in Offering.objects.filter(
-        gpu_model_id__in=list(gpu_model_ids), is_available=True, account__is_active=True
-    ):
+    for offering in on_sale().filter(gpu_model_id__in=list(gpu_model_ids)):
         by_model[offering.gpu_model_id].append(offering)
     return {
         model_id
