@@ -23,6 +23,7 @@ from billing.statements import compute_period
 from portal import access, audit, notifications
 from portal.errors import InvalidInput, InvalidTransition, NotPermitted
 from portal.models import FINANCE_GROUP, AuditEvent, Membership, Notification, Project
+from portal.text import COMMENT_LENGTH, plain_text
 
 SOURCE = "web"
 
@@ -279,7 +280,7 @@ def dispute_line(
     *, line_id: int, actor: Any, comment: str, now: datetime | None = None, source: str = SOURCE
 ) -> LineDispute:
     now = now or timezone.now()
-    comment = (comment or "").strip()
+    comment = plain_text(comment, field="comment", max_length=COMMENT_LENGTH, label=_("Comment"))
     if not comment:
         raise InvalidInput(_("Say what is wrong with the line."), field="comment")
     line = StatementLine.objects.select_related("statement__project").get(pk=line_id)
@@ -415,7 +416,7 @@ def answer_dispute(
     )
     if dispute.status != LineDispute.Status.OPEN:
         raise InvalidTransition(_("This dispute is already answered."), code="answered")
-    answer = (answer or "").strip()
+    answer = plain_text(answer, field="answer", max_length=COMMENT_LENGTH, label=_("Answer"))
     if not answer:
         raise InvalidInput(_("Write the answer the manager will read."), field="answer")
     project = dispute.line.statement.project

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
+from django.db import DataError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.utils.translation import gettext_lazy as _
@@ -76,6 +77,10 @@ class DomainErrorMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exc: Exception) -> HttpResponse | None:
+        if isinstance(exc, DataError) and "NUL" in str(exc):
+            # The last net under portal.text: a text no form or service checked reached
+            # PostgreSQL, which refused it (the transaction rolled back: nothing written).
+            exc = InvalidInput(_("A value holds a NUL character, which is not allowed."))
         if not isinstance(exc, DomainError):
             return None
         if getattr(request, "htmx", False):

@@ -1,15 +1,20 @@
-"""Input no view should ever see: a NUL byte in the path, a query parameter or a form field.
+"""Input no view should ever see: a NUL byte in the path or a query parameter, and in any
+part of an API request.
 
-PostgreSQL refuses NUL in text, so such a value would reach the database as a 500. It is
-answered 400 here, before any view (the admin's filters included): as a page for the
-site, in the API's one error shape (``{code, detail}``) under ``/api/``.
+PostgreSQL refuses NUL in text, so such a value would reach the database as a 500. A page
+asked for with one is answered 400 here, before any view (the admin's filters included),
+with the site's own error page in the person's language; the API answers in its one
+error shape (``{code, detail}``). A form sent with one goes on to its view: the form or
+the service refuses it on its field (``portal.text``), so the person keeps what they typed
+and sees which field to fix.
 """
 
 from collections.abc import Callable
 
 from django.conf import settings
 from django.contrib.auth import logout
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -26,22 +31,26 @@ def _with_nul(values: object) -> list[str]:
 
 
 class RejectNulBytesMiddleware:
+    """After the session, language, user and messages are known: the 400 page is the
+    site's own, in the person's language."""
+
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        api = request.path_info.startswith("/api/")
         bad = ["path"] if "\x00" in request.path_info else _with_nul(request.GET)
-        if not bad and request.method == "POST" and request.content_type in FORM_TYPES:
+        if not bad and api and request.method == "POST" and request.content_type in FORM_TYPES:
             bad = _with_nul(request.POST)
         if not bad:
             return self.get_response(request)
         message = _("A value in the request holds a NUL character, which is not allowed.")
-        if request.path_info.startswith("/api/"):
+        if api:
             errors = {name or "non_field_errors": [message] for name in bad}
             return JsonResponse(
                 {"code": "invalid", "detail": message, "errors": errors}, status=400
             )
-        return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
+        return render(request, "400.html", {"detail": message}, status=400)
 
 
 class SessionTimeoutMiddleware:

@@ -124,7 +124,6 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Outermost but one: every answer gets the policy, error pages and 400s included.
     "portal.csp.ContentSecurityPolicyMiddleware",
-    "portal.middleware.RejectNulBytesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -134,6 +133,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Before every view, after everything its 400 page needs (language, user, messages).
+    "portal.middleware.RejectNulBytesMiddleware",
     "portal.errors.DomainErrorMiddleware",
 ]
 

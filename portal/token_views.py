@@ -57,7 +57,7 @@ def _render(
 def token_list(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
         return _render(request)
-    values = {"name": request.POST.get("name", "")[:200], "days": request.POST.get("days", "")}
+    values = {"name": request.POST.get("name", ""), "days": request.POST.get("days", "")}
     try:
         days = int(values["days"])
     except ValueError:

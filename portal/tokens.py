@@ -16,6 +16,7 @@ from django.utils.translation import gettext as _
 from portal import audit
 from portal.errors import InvalidInput, InvalidTransition
 from portal.models import ApiToken
+from portal.text import plain_text
 
 PREFIX = "gpp_"
 MAX_DAYS = 366
@@ -38,8 +39,8 @@ def create_token(
 ) -> tuple[ApiToken, str]:
     """Make a token for ``actor``; returns the row and the token, which is never stored."""
     now = now or timezone.now()
-    name = (name or "").strip()
-    if not name or len(name) > 80:
+    name = plain_text(name, field="name", max_length=80, label=_("Name"))
+    if not name:
         raise InvalidInput(_("Give the token a name of 1 to 80 characters."), field="name")
     if expires_at <= now:
         raise InvalidInput(_("The expiry must be in the future."), field="expires_at")

@@ -11,6 +11,7 @@ from django.utils.translation import gettext_lazy as _
 from portal import access
 from portal.models import Project
 from portal.templatetags.portal_tags import rate
+from portal.text import PlainTextForm
 from rental import selectors
 from rental.catalog.volumes import offerings_near
 from rental.models import DataVolume, GpuModel, Image, Market, Offering, Priority, SshKey
@@ -19,7 +20,7 @@ from rental.models import DataVolume, GpuModel, Image, Market, Offering, Priorit
 MAX_GPUS = 1024
 
 
-class LeaseRequestForm(forms.Form):
+class LeaseRequestForm(PlainTextForm):
     project = forms.ModelChoiceField(
         label=_("Project"), queryset=Project.objects.none(), empty_label=None
     )
@@ -309,13 +310,13 @@ def _image_label(image: Image) -> str:
     return f"{image.name} ({details})" if details else image.name
 
 
-class DecisionForm(forms.Form):
+class DecisionForm(PlainTextForm):
     """A manager's comment on a request; the service decides whether it is required."""
 
     comment = forms.CharField(label=_("Comment"), max_length=2000, required=False)
 
 
-class RescheduleForm(forms.Form):
+class RescheduleForm(PlainTextForm):
     """Move or resize a booking that has not started (R2, R3): the new start (UTC), its
     length and its GPUs. The service decides whether the window fits."""
 

@@ -20,6 +20,7 @@ from django.utils.translation import gettext as _
 from portal import access, audit
 from portal.errors import InvalidInput, InvalidTransition, NotPermitted
 from portal.notifications import notify
+from portal.text import plain_text
 from rental import jobs
 from rental.catalog.image_rules import driver_conflict
 from rental.models import Image, Instance, Offering, Reservation
@@ -110,7 +111,7 @@ def save_as_image(
     """Record a pending project image of the lease's instance and send its CreateImage."""
     now = now or timezone.now()
     _check_actor(actor, reservation)
-    name = " ".join((name or "").split())
+    name = " ".join(plain_text(name, field="name", max_length=100, label=_("Name")).split())
     if not name:
         raise InvalidInput(_("Give the image a name."), field="name")
     if len(name) > 100:

@@ -9,11 +9,13 @@ from django.utils.translation import gettext as _
 
 from portal import audit
 from portal.errors import InvalidInput, NotPermitted
+from portal.text import plain_text
 from rental.models import SshKey
 from rental.models.leases import SSH_KEY_TYPES
 
 MIN_RSA_BITS = 2048
 MAX_KEY_LENGTH = 16_384
+KEY_NAME_LENGTH = SshKey._meta.get_field("name").max_length
 
 
 def _fields(blob: bytes) -> list[bytes]:
@@ -71,7 +73,7 @@ def check_public_key(value: str) -> tuple[str, int | None]:
 
 @transaction.atomic
 def add_ssh_key(*, actor, name: str, public_key: str, source: str = "web") -> SshKey:
-    name = name.strip()
+    name = plain_text(name, field="name", max_length=KEY_NAME_LENGTH, label=_("Name"))
     if not name:
         raise InvalidInput(_("Give the key a name."), field="name")
     check_public_key(public_key)

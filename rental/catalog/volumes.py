@@ -18,6 +18,7 @@ from django.utils.translation import gettext as _
 
 from portal import access, audit
 from portal.errors import InvalidInput, InvalidTransition, NotPermitted
+from portal.text import plain_text
 from rental import jobs, selectors
 from rental.catalog import storage
 from rental.models import DataVolume, GpuModel, Instance, Offering, Reservation
@@ -93,8 +94,8 @@ def create_volume(
     """Record a new volume (state ``creating``) and create it in the cloud on commit."""
     now = now or timezone.now()
     _check_member(actor, project)
-    name = (name or "").strip()
-    if not name or len(name) > 80:
+    name = plain_text(name, field="name", max_length=80, label=_("Name"))
+    if not name:
         raise InvalidInput(_("Give the volume a name of 1 to 80 characters."), field="name")
     size = parse_size(size_gb)
     choices = [z for z in volume_zones() if z.zone == zone]

@@ -20,6 +20,7 @@ from portal.errors import (
     QuotaExceeded,
 )
 from portal.models import Project
+from portal.text import COMMENT_LENGTH, plain_text
 from rental import jobs, selectors
 from rental.loans import ceiling, messages, pending_limit, reclaim, reservations
 from rental.loans.admission_checks import (
@@ -53,6 +54,7 @@ from rental.models import (
 )
 
 Status = Reservation.Status
+PURPOSE_LENGTH = Reservation._meta.get_field("purpose").max_length
 
 
 def over_limits(quota: Quota | None, *, gpu_count: int, hours: Decimal) -> bool:
@@ -250,6 +252,7 @@ def submit_reservation(
     Refusals raise InvalidInput (a field breaks R1), QuotaExceeded (Q2) or a DomainError
     from an admission check, and write nothing.
     """
+    purpose = plain_text(purpose, field="purpose", max_length=PURPOSE_LENGTH, label=_("Purpose"))
     if not access.can_request_for(actor, project):
         raise NotPermitted(
             _("Only members of %(project)s can ask for its GPUs.") % {"project": project}
@@ -299,7 +302,7 @@ def submit_reservation(
         market=market,
         priority=priority,
         image=valid.image,
-        purpose=purpose.strip()[:300],
+        purpose=purpose,
         start=begins,
         end=end,
         submitted_at=now,
@@ -425,7 +428,9 @@ def approve_reservation(
     )
     reservation.approved_by = actor
     reservation.approved_at = now
-    reservation.decision_comment = comment.strip()
+    reservation.decision_comment = plain_text(
+        comment, field="comment", max_length=COMMENT_LENGTH, label=_("Comment")
+    )
     standing = read_standing(pool, reservation.project_id, priority=reservation.priority)
     if reservation.is_reservation and reservation.start > now:
         reservations.schedule(pool=pool, reservation=reservation, now=now)
@@ -484,13 +489,14 @@ def reject_reservation(
     source: str = "web",
 ) -> Reservation:
     now = now or timezone.now()
-    if not comment.strip():
+    comment = plain_text(comment, field="comment", max_length=COMMENT_LENGTH, label=_("Comment"))
+    if not comment:
         raise InvalidInput(_("Say why the request is rejected."), field="comment")
     reservation = _decidable(actor, reservation)
     reservation.status = Status.REJECTED
     reservation.status_code = "rejected"
-    reservation.status_message = comment.strip()[:300]
-    reservation.decision_comment = comment.strip()
+    reservation.status_message = comment[:300]
+    reservation.decision_comment = comment
     reservation.ended_at = now
     reservation.save()
     audit.record(

@@ -11,6 +11,7 @@ from django.utils.translation import gettext as _
 
 from portal import access, approvals, audit
 from portal.errors import InvalidInput, InvalidTransition, NotPermitted
+from portal.text import COMMENT_LENGTH, plain_text
 from rental import selectors
 from rental.loans import messages
 from rental.loans.ceiling import ceiling_conflict, over_ceiling_figures, over_ceiling_message
@@ -121,6 +122,7 @@ def decide_extension(
 ) -> Reservation:
     if not access.can_manage(actor, reservation.project_id):
         raise NotPermitted(_("Only a manager of the project decides its extensions."))
+    comment = plain_text(comment, field="comment", max_length=COMMENT_LENGTH, label=_("Comment"))
     now = now or timezone.now()
     pool = lock_pool(reservation.gpu_model_id)
     lease = Reservation.objects.select_for_update().get(pk=reservation.pk)
@@ -147,11 +149,11 @@ def decide_extension(
         before={"end": before.isoformat()},
         after={
             "end": lease.end.isoformat(),
-            "comment": comment.strip(),
+            "comment": comment,
             **({"self_approved": True} if self_approved else {}),
         },
     )
-    messages.extension_decided(lease, approved=approve, comment=comment.strip())
+    messages.extension_decided(lease, approved=approve, comment=comment)
     return lease
 
 

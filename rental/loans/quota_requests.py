@@ -13,6 +13,7 @@ from django.utils.translation import gettext as _
 from portal import access, approvals, audit
 from portal.errors import InvalidInput, InvalidTransition, NotPermitted
 from portal.models import Project
+from portal.text import COMMENT_LENGTH, REASON_LENGTH, plain_text
 from rental import jobs
 from rental.loans import messages
 from rental.loans.quotas import check_quota
@@ -61,7 +62,8 @@ def request_quota_change(
     g, ceiling_value = _count(guaranteed, "guaranteed"), _count(ceiling, "ceiling")
     if g is None and ceiling_value is None:
         raise InvalidInput(_("Ask for a new guarantee, a new ceiling, or both."), field="ceiling")
-    if not reason.strip():
+    reason = plain_text(reason, field="reason", max_length=REASON_LENGTH, label=_("Reason"))
+    if not reason:
         raise InvalidInput(_("Say why the project needs the change."), field="reason")
     request = QuotaRequest.objects.create(
         project=project,
@@ -69,7 +71,7 @@ def request_quota_change(
         requested_by=actor,
         guaranteed=g,
         ceiling=ceiling_value,
-        reason=reason.strip()[:2000],
+        reason=reason,
         created_at=now,
     )
     audit.record(
@@ -109,7 +111,8 @@ def decide_quota_request(
     request = QuotaRequest.objects.select_for_update().get(pk=request.pk)
     if request.status != QuotaRequest.Status.PENDING:
         raise InvalidTransition(_("This request is already decided."))
-    if not approve and not comment.strip():
+    comment = plain_text(comment, field="comment", max_length=COMMENT_LENGTH, label=_("Comment"))
+    if not approve and not comment:
         raise InvalidInput(_("Say why the request is rejected."), field="comment")
     self_approved = approve and approvals.self_approval(
         actor, requester_id=request.requested_by_id, project=request.project_id
@@ -136,7 +139,7 @@ def decide_quota_request(
     request.status = QuotaRequest.Status.APPROVED if approve else QuotaRequest.Status.REJECTED
     request.decided_by = actor
     request.decided_at = now
-    request.decision_comment = comment.strip()
+    request.decision_comment = comment
     request.save()
     audit.record(
         actor=actor,

@@ -188,10 +188,13 @@ def lease_watch(request: HttpRequest, pk: int) -> HttpResponse:
 def quota_request_new(request: HttpRequest, slug: str) -> HttpResponse:
     project = access.get_project_or_404(request.user, slug)
     access.require_member(request.user, project)
+    asked_model = request.POST.get("gpu_model", "")
     gpu_model = (
-        Quota.objects.filter(project=project, gpu_model_id=request.POST.get("gpu_model") or 0)
+        Quota.objects.filter(project=project, gpu_model_id=int(asked_model))
         .values_list("gpu_model", flat=True)
         .first()
+        if asked_model.isascii() and asked_model.isdigit()
+        else None
     )
     error = None
     if gpu_model is None:

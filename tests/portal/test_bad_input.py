@@ -5,7 +5,7 @@ from django.urls import reverse
 
 from portal.errors import QuotaExceeded
 from rental.loans import admission
-from rental.models import Quota, Reservation
+from rental.models import Quota, QuotaRequest, Reservation
 
 
 @pytest.mark.parametrize(
@@ -24,13 +24,80 @@ def test_it_answers_a_nul_byte_in_a_query_parameter_with_400(f0, client, url):
     assert "NUL" in response.content.decode()
 
 
-def test_it_answers_a_nul_byte_in_a_form_field_with_400_and_writes_nothing(f0, client):
+def test_it_shows_the_sites_own_400_page_in_the_persons_language(f0, client):
+    client.force_login(f0.alice)
+    response = client.get("/leases/?project=%00", HTTP_ACCEPT_LANGUAGE="zh-hans")
+    page = response.content.decode()
+    assert response.status_code == 400
+    assert 'class="mainnav"' in page  # the site's layout, navigation included
+    assert "NUL" in page and "不允许" in page  # in Chinese, with a way back
+    assert reverse("dashboard") in page
+
+
+@pytest.mark.parametrize(
+    ("typed", "says"),
+    [
+        ("a\x00b", "NUL"),
+        ("fine-tune \u202eevil", "U+202E"),
+        ("fine\x07tune", "U+0007"),
+        ("x" * 301, "301"),
+    ],
+)
+def test_it_refuses_a_bad_purpose_on_its_field_and_keeps_the_form(f0, client, typed, says):
+    client.force_login(f0.alice)
+    data = {"project": f0.alpha.pk, "gpu_model": f0.model.pk, "gpu_count": 1}
+    data |= {"duration_hours": 2, "priority": "experiment", "market": "on_demand"}
+    response = client.post(reverse("rental:lease_new"), {**data, "purpose": typed})
+    assert response.status_code == 400  # the form again, its field marked
+    assert says in str(response.context["form"].errors["purpose"])
+    assert 'name="gpu_count"' in response.content.decode()  # the form, to fix and send
+    assert Reservation.objects.count() == 0
+    estimate = client.post(
+        reverse("rental:lease_estimate"), {**data, "purpose": typed}, HTTP_HX_REQUEST="true"
+    )
+    assert estimate.status_code == 200 and "estimate" in estimate.content.decode()
+
+
+@pytest.mark.parametrize(
+    ("reason", "says"),
+    [
+        ("a\x00b", "NUL"),
+        ("\u2067more\u2069", "U+2067"),
+        ("w" * 5000, "5000"),
+    ],
+)
+def test_it_refuses_a_bad_quota_change_reason_with_a_message_naming_it(f0, client, reason, says):
     client.force_login(f0.alice)
     response = client.post(
-        reverse("rental:lease_new"),
-        {"project": f0.alpha.pk, "gpu_model": f0.model.pk, "gpu_count": 1, "purpose": "a\x00b"},
+        reverse("rental:quota_request_new", args=[f0.alpha.slug]),
+        {"gpu_model": f0.model.pk, "ceiling": "6", "reason": reason},
+        follow=True,
     )
-    assert response.status_code == 400
+    shown = [str(m) for m in response.context["messages"]]
+    assert response.status_code == 200
+    assert any(m.startswith("Reason:") and says in m for m in shown), shown
+    assert not QuotaRequest.objects.exists()
+
+
+def test_it_refuses_bad_text_in_the_api_on_its_field(f0, client):
+    client.force_login(f0.alice)
+    response = client.post(
+        "/api/v1/leases",
+        {
+            "project": f0.alpha.slug,
+            "gpu_model": f0.model.pk,
+            "gpu_count": 1,
+            "duration_hours": 2,
+            "priority": "experiment",
+            "market": "on_demand",
+            "purpose": "\u202egnp.exe",
+        },
+        content_type="application/json",
+    )
+    assert response.status_code == 400, response.content
+    assert "purpose" in response.json().get("errors", {}) or response.json().get("field") == (
+        "purpose"
+    )
     assert Reservation.objects.count() == 0
 
 

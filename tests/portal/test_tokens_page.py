@@ -58,7 +58,7 @@ def test_it_shows_the_last_use(page, alice):
     ("form", "error"),
     [
         ({"name": "", "days": "30"}, "Give the token a name"),
-        ({"name": "x" * 81, "days": "30"}, "Give the token a name"),
+        ({"name": "x" * 81, "days": "30"}, "At most 80 characters"),
         ({"name": "ok", "days": "1000"}, "Choose how long it lasts"),
         ({"name": "ok", "days": "soon"}, "Choose how long it lasts"),
     ],
