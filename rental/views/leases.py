@@ -357,13 +357,22 @@ def lease_list_partial(request: HttpRequest) -> HttpResponse:
     return render(request, "rental/leases/_lease_list.html", _lease_list_context(request))
 
 
+SIDE_ACTIONS = (
+    "may_extend",
+    "may_decide_extension",
+    "may_stop",
+    "may_save_image",
+    "reschedule_form",
+)
+
+
 def _lease_context(request: HttpRequest, pk: int) -> dict[str, Any]:
     lease = access.get_visible_or_404(selectors.leases(), request.user, pk=pk)
     wait = lease_wait(lease)
     instances = list(lease.instances.prefetch_related("attempts"))
     may_connect = access.can_see_connection(request.user, lease)
     agent_views.instance_views(lease, instances, connection=may_connect)
-    return {
+    context = {
         "lease": lease,
         "instances": instances,
         "may_connect": may_connect,
@@ -387,6 +396,12 @@ def _lease_context(request: HttpRequest, pk: int) -> dict[str, Any]:
         and may_end_lease(request.user, lease)
         else None,
     }
+    # What the side actions show; the status poll sends them again when it changes.
+    shown = [bool(context[name]) for name in SIDE_ACTIONS] + [bool(wait.position)]
+    context["actions_key"] = "-".join(
+        [lease.status, *("1" if flag else "0" for flag in shown), str(lease.extension_until)]
+    )
+    return context
 
 
 @login_required
@@ -396,7 +411,9 @@ def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 def lease_status_partial(request: HttpRequest, pk: int) -> HttpResponse:
-    return render(request, "rental/leases/_lease_status.html", _lease_context(request, pk))
+    context = _lease_context(request, pk)
+    context["side_oob"] = request.GET.get("actions") != context["actions_key"]
+    return render(request, "rental/leases/_lease_status.html", context)
 
 
 @login_required
