@@ -45,6 +45,9 @@ KILL_POINTS = [
     ("terminate", "TerminateInstances", "before"),  # the cloud terminates after the death
     ("terminate", "TerminateInstances", "after"),  # terminated, never recorded
 ]
+# By hand, to hunt one kind of kill: CHAOS_ONLY=launch:RunInstances:before
+if os.environ.get("CHAOS_ONLY"):
+    KILL_POINTS = [tuple(os.environ["CHAOS_ONLY"].split(":"))]
 
 
 class Worker:
@@ -88,7 +91,7 @@ class Worker:
                 "-B",
                 "--pool=threads",
                 "--concurrency=4",
-                "--loglevel=WARNING",
+                f"--loglevel={os.environ.get('CHAOS_LOGLEVEL', 'WARNING')}",
                 "--schedule",
                 str(self.log.parent / f"beat-{self.starts}"),
             ],
@@ -137,6 +140,15 @@ def launch_state(account) -> str:
                 f"id={i.external_id or '-'} claimed={i.claimed_at} next={i.next_attempt_at} "
                 f"attempts={i.launch_attempts} {kinds} error={i.last_error[:120]!r}"
             )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid, state, wait_event_type, wait_event, now() - xact_start, left(query, 90)"
+            " FROM pg_stat_activity WHERE datname = current_database()"
+            " AND pid <> pg_backend_pid()"
+        )
+        lines += [f"backend {row}" for row in cursor.fetchall()]
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    lines.append(f"queue {broker.llen('celery')}, unacked {broker.hlen('unacked')}")
     return "; ".join(lines) or "no lease provisioning or ending"
 
 
@@ -220,7 +232,7 @@ def test_it_keeps_the_invariants_whatever_moment_the_worker_dies(cloud, tmp_path
                 what=lambda point=point: (
                     f"the invariants after kill {point} ({killed[-1]}): "
                     f"{violations(f0.account)}; {launch_state(f0.account)}; worker log: "
-                    f"{worker.log.read_text()[-1500:]}"
+                    f"{worker.log.read_text()[-1500:]} (whole log: {worker.log})"
                 ),
             )
     finally:
