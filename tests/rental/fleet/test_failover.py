@@ -287,17 +287,34 @@ def test_it_reads_a_cloud_that_does_not_answer_in_time_as_transient(fleet, cloud
     from rental.fleet.cloud import provider_for
     from rental.fleet.instances import launch_spec
     from rental.providers.aws import AwsProvider
-    from rental.providers.base import ProviderError
+    from rental.providers.base import TAG_IDEMPOTENCY_KEY, ProviderError
 
     instance = submit(fleet).instances.get()
     impatient = AwsProvider(fleet.account.config(), read_timeout=1)
-    cloud.delay("RunInstances", 2)
-    with pytest.raises(ProviderError) as caught:
-        impatient.launch(launch_spec(instance), idempotency_key=instance.idempotency_key)
-    assert (caught.value.kind, caught.value.retryable) == (Kind.TRANSIENT, True)
-    # The held request still reaches the cloud: the next try finds it by its key.
-    time.sleep(1.5)
+    # The call that must time out is the RunInstances held here. On a busy machine the
+    # launch's look-up by tag can time out first (then no RunInstances was sent): try again.
+    cloud.fast_describe()
+    for _try in range(10):
+        cloud.delay("RunInstances", 3)
+        with pytest.raises(ProviderError) as caught:
+            impatient.launch(launch_spec(instance), idempotency_key=instance.idempotency_key)
+        assert (caught.value.kind, caught.value.retryable) == (Kind.TRANSIENT, True)
+        if cloud.wait_until_held("RunInstances", timeout=0.01):
+            break
+        cloud.clear_faults()
+    else:
+        pytest.fail("the look-up before the RunInstances timed out ten times")
+    # The held request still reaches the cloud, once its hold is over ...
+    deadline = time.monotonic() + 60
+    while not cloud.requests("RunInstances"):
+        assert time.monotonic() < deadline, f"no RunInstances answered: {cloud.requests()}"
+        time.sleep(0.05)
     patient = provider_for(instance)
+    created = patient.describe(
+        region="us-east-1", tag_filter={TAG_IDEMPOTENCY_KEY: instance.idempotency_key}
+    )
+    assert len(created) == 1
+    # ... and the next try finds that instance by its key: no second launch.
     again = patient.launch(launch_spec(instance), idempotency_key=instance.idempotency_key)
     assert cloud.count("RunInstances") == 1
-    assert again.idempotency_key == instance.idempotency_key
+    assert again.external_id == created[0].external_id
