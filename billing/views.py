@@ -451,7 +451,11 @@ def reports(request: HttpRequest, slug: str) -> HttpResponse:
     project = access.get_project_or_404(request.user, slug)
     now = timezone.now()
     months = billing_reports.trend(project_id=project.pk, now=now)
-    models = sorted({name for month in months for name in month.per_model})
+    other = billing_reports.other_label()
+    models = sorted(
+        {name for month in months for name in month.per_model},
+        key=lambda name: (name == other, name),
+    )
     advice = billing_reports.commitment_advice(
         gpu_model_ids=list(
             Quota.objects.filter(project=project).values_list("gpu_model_id", flat=True)
