@@ -261,6 +261,14 @@ def finance(request: HttpRequest) -> HttpResponse:
         return exported
     current = period_start(now)
     following = period_end(start)
+    closed_at = next(
+        (
+            item.view.statement.closed_at
+            for item in items
+            if item.view.statement is not None and item.view.statement.closed_at
+        ),
+        None,
+    )
     platform = [item for item in items if item.project_slug == "platform"]
     return render(
         request,
@@ -268,6 +276,11 @@ def finance(request: HttpRequest) -> HttpResponse:
         {
             "items": items,
             "period": start,
+            "is_current": start == current,
+            "closes_at": services.closes_at(start),
+            "closing_passed": services.closes_at(start) <= now,
+            "closed_at": closed_at,
+            "grace_hours": settings.PORTAL_STATEMENT_GRACE_HOURS,
             "platform_lines": explain.platform_sentences(
                 view=platform[0].view, lines=platform[0].view.lines, now=now
             )

@@ -12,7 +12,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from billing import services
-from billing.periods import period_start
+from billing.models import Statement
+from billing.periods import period_end, period_start
 from rental.models import Pool
 from tests import factories
 from tests.billing.helpers import at, lease, run
@@ -95,3 +96,46 @@ def test_exports_stay_in_english_with_a_unit_column(client, april):
         statement_url(april.alpha, APRIL) + "&format=pdf", HTTP_ACCEPT_LANGUAGE="zh-hans"
     )
     assert pdf.content.startswith(b"%PDF")
+
+
+def test_a_disputed_statement_says_why_it_cannot_be_signed_off(client, april):
+    line = Statement.objects.get(project=april.alpha, period=APRIL.date()).lines.first()
+    services.dispute_line(line_id=line.pk, actor=april.alpha_manager, comment="Too much.")
+    client.force_login(april.alpha_manager)
+    body = page(client, statement_url(april.alpha, APRIL))
+    assert 'id="approve-statement"' not in body
+    assert "A line of this statement is disputed, so it cannot be signed off yet." in body
+    assert "“Sign off statement” appears here again" in body
+    chinese = page(client, statement_url(april.alpha, APRIL), "zh-hans")
+    assert "本账单有明细存在异议，暂时无法确认。" in chinese
+    client.force_login(april.finance)
+    body = page(client, statement_url(april.alpha, APRIL))
+    assert "once an admin has answered every dispute" in body
+    finance = page(client, reverse("billing:finance") + "?period=2026-04")
+    assert "waiting for an admin's answer; it cannot be signed off until then" in finance
+    # Once answered, sign-off is back.
+    services.answer_dispute(
+        dispute_id=line.disputes.get().pk, actor=april.admin, answer="It is right."
+    )
+    client.force_login(april.alpha_manager)
+    body = page(client, statement_url(april.alpha, APRIL))
+    assert 'id="approve-statement"' in body and 'id="disputed-note"' not in body
+
+
+def test_the_finance_page_says_when_the_month_closes_by_itself(client, april, settings):
+    settings.PORTAL_STATEMENT_GRACE_HOURS = 48
+    client.force_login(april.finance)
+    now = timezone.now()
+    closes = period_end(period_start(now)) + timedelta(hours=48)
+    body = page(client, reverse("billing:finance"))
+    assert (
+        f"This month closes by itself on {closes:%Y-%m-%d %H:%M} UTC, 48 hours after it ends "
+        "(the closing task runs every hour). There is no “close month” action"
+    ) in body
+    chinese = page(client, reverse("billing:finance"), "zh-hans")
+    assert f"本月将于 UTC {closes:%Y-%m-%d %H:%M}（月末后 48 小时）自动结账" in chinese
+    closed = page(client, reverse("billing:finance") + "?period=2026-04")
+    assert "This month was closed on 2026-05-01 00:00 UTC; its lines never change." in closed
+    assert services.closes_at(APRIL) == at(2026, 5, 3)
+    long_ago = page(client, reverse("billing:finance") + "?period=2020-01")
+    assert "Months close by themselves 48 hours after they end" in long_ago
