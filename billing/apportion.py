@@ -123,9 +123,12 @@ def is_covered(pool: PoolPeriod, key: UsageKey) -> bool:
 
 
 def _usage_description(pool: PoolPeriod, key: UsageKey) -> str:
+    market = key.market.replace("_", "-")
+    if key.tier == key.market:  # a spot lease runs in tier spot: say it once
+        return _("%(model)s, %(market)s") % {"model": pool.gpu_model_name, "market": market}
     return _("%(model)s, %(market)s, %(tier)s") % {
         "model": pool.gpu_model_name,
-        "market": key.market.replace("_", "-"),
+        "market": market,
         "tier": key.tier,
     }
 
@@ -239,7 +242,12 @@ def reservation_lines(pool: PoolPeriod, windows: list[ReservedWindow]) -> list[L
     return lines
 
 
-def _platform_line(pool: PoolPeriod, amount: Decimal, why: str, refs: dict[str, Any]) -> Line:
+def _platform_line(
+    pool: PoolPeriod, amount: Decimal, why: str, code: str, refs: dict[str, Any]
+) -> Line:
+    """Overhead no project pays; ``code`` says why in its references (``policy``,
+    ``no_burst``, ``no_guarantee``, ``no_usage``), so its name is rendered in the reader's
+    language (billing.linewords)."""
     return Line(
         project_id=None,
         kind=SHARED_RESIDUAL,
@@ -247,7 +255,7 @@ def _platform_line(pool: PoolPeriod, amount: Decimal, why: str, refs: dict[str, 
         description=_("%(model)s: platform overhead (%(why)s)")
         % {"model": pool.gpu_model_name, "why": why},
         gpu_model_id=pool.gpu_model_id,
-        references=refs,
+        references={**refs, "why": code},
     )
 
 
@@ -281,12 +289,10 @@ def _split_burst_residual(
     }
     burst = {project_id: seconds for project_id, seconds in burst.items() if seconds}
     if pool.residual == RESIDUAL_PLATFORM or not burst:
-        why = (
-            _("site policy")
-            if pool.residual == RESIDUAL_PLATFORM
-            else _("no burst usage to share it over")
-        )
-        return [_platform_line(pool, residual, why, refs)]
+        if pool.residual == RESIDUAL_PLATFORM:
+            return [_platform_line(pool, residual, _("site policy"), "policy", refs)]
+        why = _("no burst usage to share it over")
+        return [_platform_line(pool, residual, why, "no_burst", refs)]
     parts = largest_remainder(residual, burst, tie_break={p: labels.get(p, str(p)) for p in burst})
     total_burst = sum(burst.values())
     return [
@@ -341,7 +347,11 @@ def apportion_pool(
         if pool.mode == BY_PROJECT:
             refs = {**base_refs, "sum_G": sum_g, "formula": "F × G / ΣG (largest remainder)"}
             if sum_g == 0:
-                lines.append(_platform_line(pool, fixed, _("no project has a guarantee"), refs))
+                lines.append(
+                    _platform_line(
+                        pool, fixed, _("no project has a guarantee"), "no_guarantee", refs
+                    )
+                )
             else:
                 parts = largest_remainder(fixed, guarantees, tie_break=_labels(labels, guarantees))
                 lines += [
@@ -401,7 +411,7 @@ def _by_usage(
     }
     if not used:
         if pot:
-            return [_platform_line(pool, pot, _("no usage to split it over"), refs)]
+            return [_platform_line(pool, pot, _("no usage to split it over"), "no_usage", refs)]
         return []
     shares = largest_remainder(pot, used, tie_break=_labels(labels, used))
     lines = []

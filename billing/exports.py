@@ -1,5 +1,11 @@
 """Statements for finance: CSV (one row per line, machine-readable amounts) and a PDF a
-person would file (company name, period, lines, totals, sign-off state)."""
+person would file (company name, period, lines, totals, sign-off state).
+
+Both are in English whatever the page's language (``LANGUAGE``; callers render the title
+under ``translation.override(LANGUAGE)`` too), so a filed or processed file reads the
+same for everyone; the CSV's period, kind, market, tier and unit are codes. Line names
+are rendered from each line's data like the pages' (``billing.linewords``).
+"""
 
 import csv
 import io
@@ -7,13 +13,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from html import escape
 from typing import Any
 
 from django.conf import settings
+from django.utils import translation
 from django.utils.translation import gettext as _
 
+from billing import linewords
 from billing.money import RATE_PLACES
 from billing.selectors import StatementView
+
+LANGUAGE = "en"
 
 CSV_COLUMNS = [
     "period",
@@ -23,7 +34,8 @@ CSV_COLUMNS = [
     "gpu_model",
     "market",
     "tier",
-    "quantity_gpu_hours",
+    "quantity",
+    "unit",
     "unit_price",
     "amount",
     "currency",
@@ -48,28 +60,33 @@ def _model_name(line: Any, names: dict[int, str]) -> str:
 
 
 def to_csv(statements: Iterable[ExportStatement], *, names: dict[int, str]) -> str:
+    """One row per line; ``quantity`` counts ``unit`` (``gpu_hours``, ``gb_months`` for
+    storage, empty for a correction), ``unit_price`` is per that unit."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
-    for item in statements:
-        for line in item.view.lines:
-            writer.writerow(
-                [
-                    f"{item.view.period:%Y-%m}",
-                    item.project_slug,
-                    item.view.status,
-                    line.kind,
-                    _model_name(line, names),
-                    line.market,
-                    line.tier,
-                    f"{line.quantity:f}",
-                    f"{Decimal(line.unit_price).quantize(RATE_PLACES):f}",
-                    f"{line.amount:.2f}",
-                    item.view.currency,
-                    line.description,
-                    *_rate_columns(line),
-                ]
-            )
+    with translation.override(LANGUAGE):
+        for item in statements:
+            words = linewords.words_for(item.view.lines, names=names)
+            for line, said in zip(item.view.lines, words, strict=True):
+                writer.writerow(
+                    [
+                        f"{item.view.period:%Y-%m}",
+                        item.project_slug,
+                        item.view.status,
+                        line.kind,
+                        _model_name(line, names),
+                        line.market,
+                        line.tier,
+                        f"{line.quantity:f}",
+                        said.unit,
+                        f"{Decimal(line.unit_price).quantize(RATE_PLACES):f}",
+                        f"{line.amount:.2f}",
+                        item.view.currency,
+                        said.title,
+                        *_rate_columns(line),
+                    ]
+                )
     return out.getvalue()
 
 
@@ -117,7 +134,19 @@ def to_pdf(
     generated_at: datetime,
 ) -> bytes:
     """A filing copy: a header with the company, the period and each statement's state,
-    then per statement its lines and total, then the grand total."""
+    then per statement its lines and total, then the grand total. In English (``LANGUAGE``)."""
+    with translation.override(LANGUAGE):
+        return _pdf(statements, names=names, title=title, period=period, generated_at=generated_at)
+
+
+def _pdf(
+    statements: list[ExportStatement],
+    *,
+    names: dict[int, str],
+    title: str,
+    period: datetime,
+    generated_at: datetime,
+) -> bytes:
     # Late on purpose: reportlab (fonts, ~0.2 s) is loaded only when a PDF is asked for.
     from reportlab.lib import colors  # noqa: PLC0415
     from reportlab.lib.pagesizes import A4  # noqa: PLC0415
@@ -144,7 +173,10 @@ def to_pdf(
         Paragraph(title, styles["Heading2"]),
         Paragraph(
             _("Period %(period)s (UTC). Generated %(at)s.")
-            % {"period": f"{period:%B %Y}", "at": f"{generated_at:%Y-%m-%d %H:%M} UTC"},
+            % {
+                "period": linewords.month_label(period),
+                "at": f"{generated_at:%Y-%m-%d %H:%M} UTC",
+            },
             small,
         ),
         Spacer(1, 4 * mm),
@@ -170,19 +202,20 @@ def to_pdf(
             }
         story.append(Paragraph(f"{item.project_name} ({item.project_slug})", styles["Heading3"]))
         story.append(Paragraph(_("State: %(state)s") % {"state": state + decided}, small))
-        rows = [[_("Kind"), _("Description"), _("GPU-hours"), _("Unit price"), _("Amount")]]
-        for line in view.lines:
+        rows = [[_("Kind"), _("Description"), _("Quantity"), _("Unit price"), _("Amount")]]
+        words = linewords.words_for(view.lines, names=names)
+        for line, said in zip(view.lines, words, strict=True):
             rows.append(
                 [
-                    line.kind.replace("_", " "),
-                    Paragraph(line.description, small),
-                    f"{line.quantity:,.2f}",
-                    _rate(Decimal(line.unit_price)),
+                    said.kind,
+                    Paragraph(escape(said.title), small),
+                    said.quantity,
+                    _rate(Decimal(line.unit_price)) if said.unit else "—",
                     _money(line.amount, view.currency),
                 ]
             )
         rows.append(["", _("Total"), "", "", _money(view.total, view.currency)])
-        table = Table(rows, colWidths=[28 * mm, 80 * mm, 22 * mm, 22 * mm, 28 * mm], repeatRows=1)
+        table = Table(rows, colWidths=[26 * mm, 70 * mm, 32 * mm, 22 * mm, 30 * mm], repeatRows=1)
         table.setStyle(
             TableStyle(
                 [

@@ -11,14 +11,17 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Sum
+from django.db.models import Min, Sum
+from django.utils.translation import gettext as _
 
 from billing.models import Statement, StatementLine
 from billing.money import SECONDS_PER_HOUR, quantize, to_billing_currency
 from billing.periods import period_start, whole_seconds
 from billing.statements import compute_period
+from portal.models import Project
 from rental import billing_reads
 from rental.models import GpuModel, Pool
+from rental.selectors import usage_for_period
 
 SAMPLE_SECONDS = 60  # the agent reports once a minute (L6)
 ADVICE_DAYS = 90
@@ -43,10 +46,40 @@ def _months_back(now: datetime, count: int) -> list[datetime]:
     return list(reversed(months))
 
 
+def other_label() -> str:
+    """The trend's column for lines of no GPU model: storage, adjustments and credits."""
+    return _("Storage and corrections")
+
+
+def first_month(*, project_id: int, since: datetime, now: datetime) -> datetime:
+    """The first month the project existed or used anything in, from ``since`` on: the
+    earliest of its creation, its first usage run and its first statement with a line (a
+    project's history may be older than its row, when it was imported)."""
+    created = Project.objects.filter(pk=project_id).values_list("created_at", flat=True).first()
+    candidates = [period_start(created or now)]
+    first_run = (
+        usage_for_period(start=since, end=now, project_ids=[project_id])
+        .values_list("start", flat=True)
+        .first()
+    )
+    if first_run is not None:
+        candidates.append(period_start(first_run))
+    first_line = StatementLine.objects.filter(
+        statement__project_id=project_id, statement__period__gte=since.date()
+    ).aggregate(first=Min("statement__period"))["first"]
+    if first_line is not None:
+        candidates.append(period_start(first_line))
+    return max(min(candidates), period_start(since))
+
+
 def trend(*, project_id: int, now: datetime, months: int = 12) -> list[TrendMonth]:
-    """The project's charges per GPU model over the last ``months`` months: closed months
-    from their stored lines (one query), the open month from its live draft."""
+    """The project's charges per GPU model over the last ``months`` months, from the
+    project's first month on (``first_month``): closed months from their stored lines
+    (one query), the open month from its live draft."""
     periods = _months_back(now, months)
+    first = first_month(project_id=project_id, since=periods[0], now=now)
+    periods = [period for period in periods if period >= first]
+    other = other_label()
     result = {p.date(): TrendMonth(period=p, closed=False) for p in periods}
     closed = set(
         Statement.objects.filter(project_id=project_id, period__gte=periods[0].date())
@@ -60,7 +93,7 @@ def trend(*, project_id: int, now: datetime, months: int = 12) -> list[TrendMont
         .order_by()
     ):
         month = result[row["statement__period"]]
-        month.per_model[row["gpu_model__name"] or "—"] = row["amount"]
+        month.per_model[row["gpu_model__name"] or other] = row["amount"]
     for day in closed:
         result[day].closed = True
     current = periods[-1]
@@ -69,7 +102,7 @@ def trend(*, project_id: int, now: datetime, months: int = 12) -> list[TrendMont
         draft = compute_period(period=current, now=now).for_project(project_id)
         per_model: dict[str, Decimal] = defaultdict(lambda: Decimal("0.00"))
         for line in draft:
-            per_model[names.get(line.gpu_model_id, "—")] += line.amount
+            per_model[names.get(line.gpu_model_id, other)] += line.amount
         result[current.date()].per_model = dict(per_model)
     return [result[p.date()] for p in periods]
 

@@ -209,12 +209,18 @@ def recompute_closed(*, period: date | datetime, now: datetime | None = None) ->
     return differences
 
 
+def closes_at(period: date | datetime) -> datetime:
+    """When a month's statements close by themselves (P1): its end plus the site's grace
+    (``PORTAL_STATEMENT_GRACE_HOURS``). The hourly closing task closes it at its first run
+    from then on; there is no other way to close a month."""
+    return period_end(period_start(period)) + timedelta(hours=settings.PORTAL_STATEMENT_GRACE_HOURS)
+
+
 def close_due_periods(*, now: datetime | None = None) -> int:
     """The periodic task's work: close last month once its grace has passed."""
     now = now or timezone.now()
     previous = period_start(period_start(now) - timedelta(days=1))
-    grace = timedelta(hours=settings.PORTAL_STATEMENT_GRACE_HOURS)
-    if now < period_end(previous) + grace:
+    if now < closes_at(previous):
         return 0
     statements = Statement.objects.filter(period=previous.date())
     already_closed = statements.exclude(status=Statement.Status.DRAFT).exists()

@@ -11,11 +11,11 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from billing import budgets, exports, services
+from billing import budgets, explain, exports, linewords, services
 from billing import reports as billing_reports
 from billing.models import Budget, LineDispute, Statement, StatementLine
 from billing.periods import parse_period
@@ -23,7 +23,6 @@ from billing.selectors import (
     StatementView,
     draft_statement,
     gpu_model_names,
-    intervals,
     lease_cost,
     manual_lines,
     month_to_date,
@@ -74,13 +73,14 @@ def statement(request: HttpRequest, slug: str) -> HttpResponse:
         error, period = str(invalid), None
     now = timezone.now()
     view = draft_statement(project_id=project.pk, period=period, now=now)
-    exported = _export_response(
-        request,
-        [exports.ExportStatement(project.slug, project.name, view)],
-        title=_("Statement of %(project)s") % {"project": project.name},
-        period=view.period,
-        filename=f"statement-{project.slug}-{view.period:%Y-%m}",
-    )
+    with translation.override(exports.LANGUAGE):
+        exported = _export_response(
+            request,
+            [exports.ExportStatement(project.slug, project.name, view)],
+            title=_("Statement of %(project)s") % {"project": project.name},
+            period=view.period,
+            filename=f"statement-{project.slug}-{view.period:%Y-%m}",
+        )
     if exported is not None and not error:
         return exported
     current = period_start(now)
@@ -96,10 +96,13 @@ def statement(request: HttpRequest, slug: str) -> HttpResponse:
         {
             "index": index,
             "line": line,
+            "words": words,
             "model": names.get(getattr(line, "gpu_model_id", None) or 0, ""),
             "disputes": disputes.get(getattr(line, "pk", None), []) if view.statement else [],
         }
-        for index, line in enumerate(view.lines)
+        for index, (line, words) in enumerate(
+            zip(view.lines, linewords.words_for(view.lines, names=names), strict=True)
+        )
     ]
     context: dict[str, Any] = {
         "project": project,
@@ -133,25 +136,6 @@ def line_detail(request: HttpRequest, slug: str, period: str, index: int) -> Htt
     if not 0 <= index < len(view.lines):
         raise Http404
     line = view.lines[index]
-    runs = []
-    if line.kind == "usage":
-        runs = intervals(
-            project_id=project.pk,
-            period=view.period,
-            now=now if view.is_draft else max(now, period_end(view.period)),
-            gpu_model_id=line.gpu_model_id,
-            market=line.market,
-            tier=line.tier,
-            rate=Decimal(line.references.get("rate")) if line.references.get("rate") else None,
-        )
-    reservation = None
-    if line.kind == "reservation" and line.references.get("reservation_id"):
-        reservation = Reservation.objects.filter(
-            pk=line.references["reservation_id"], project=project
-        ).first()
-    figures = {
-        key: value for key, value in sorted(line.references.items()) if key not in ("gpu_seconds",)
-    }
     return render(
         request,
         "billing/line.html",
@@ -160,12 +144,7 @@ def line_detail(request: HttpRequest, slug: str, period: str, index: int) -> Htt
             "view": view,
             "line": line,
             "index": index,
-            "runs": runs[:1000],
-            "more_runs": max(len(runs) - 1000, 0),
-            "runs_total": sum((run.gpu_seconds for run in runs), 0),
-            "reservation": reservation,
-            "figures": figures,
-            "model": gpu_model_names([line]).get(getattr(line, "gpu_model_id", None) or 0, ""),
+            "explanation": explain.explain(project=project, view=view, line=line, now=now),
             "period_label": view.period.strftime("%Y-%m"),
         },
     )
@@ -270,23 +249,43 @@ def finance(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     start = period_start(period or now)
     items = finance_statements(start=start, now=now)
-    exported = _export_response(
-        request,
-        items,
-        title=_("All statements"),
-        period=start,
-        filename=f"statements-{start:%Y-%m}",
-    )
+    with translation.override(exports.LANGUAGE):
+        exported = _export_response(
+            request,
+            items,
+            title=_("All statements"),
+            period=start,
+            filename=f"statements-{start:%Y-%m}",
+        )
     if exported is not None and not error:
         return exported
     current = period_start(now)
     following = period_end(start)
+    closed_at = next(
+        (
+            item.view.statement.closed_at
+            for item in items
+            if item.view.statement is not None and item.view.statement.closed_at
+        ),
+        None,
+    )
+    platform = [item for item in items if item.project_slug == "platform"]
     return render(
         request,
         "billing/finance.html",
         {
             "items": items,
             "period": start,
+            "is_current": start == current,
+            "closes_at": services.closes_at(start),
+            "closing_passed": services.closes_at(start) <= now,
+            "closed_at": closed_at,
+            "grace_hours": settings.PORTAL_STATEMENT_GRACE_HOURS,
+            "platform_lines": explain.platform_sentences(
+                view=platform[0].view, lines=platform[0].view.lines, now=now
+            )
+            if platform
+            else [],
             "period_label": start.strftime("%Y-%m"),
             "total": sum((item.view.total for item in items), Decimal("0.00")),
             "error": error,
@@ -374,6 +373,7 @@ def statement_partial(request: HttpRequest, slug: str) -> HttpResponse:
         {
             "project": project,
             "draft": view,
+            "lines": list(zip(view.lines, linewords.words_for(view.lines), strict=True)),
             "budget": budget,
             "chart": chart,
             "can_manage": access.can_manage(request.user, project),
@@ -464,7 +464,11 @@ def reports(request: HttpRequest, slug: str) -> HttpResponse:
     project = access.get_project_or_404(request.user, slug)
     now = timezone.now()
     months = billing_reports.trend(project_id=project.pk, now=now)
-    models = sorted({name for month in months for name in month.per_model})
+    other = billing_reports.other_label()
+    models = sorted(
+        {name for month in months for name in month.per_model},
+        key=lambda name: (name == other, name),
+    )
     advice = billing_reports.commitment_advice(
         gpu_model_ids=list(
             Quota.objects.filter(project=project).values_list("gpu_model_id", flat=True)

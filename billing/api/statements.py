@@ -10,7 +10,7 @@ from typing import Any
 import django_filters
 from django.db.models import QuerySet
 from django.http import HttpResponse
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext_lazy as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -324,7 +324,7 @@ class StatementViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalV
                 exports.to_pdf(
                     [item],
                     names=names,
-                    title=str(_("Statement of %(project)s") % {"project": item.project_name}),
+                    title=_export_title(item.project_name),
                     period=view.period,
                     generated_at=timezone.now(),
                 ),
@@ -334,6 +334,12 @@ class StatementViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalV
             f'attachment; filename="statement-{slug}-{view.period:%Y-%m}.{wanted}"'
         )
         return response
+
+
+def _export_title(project_name: str) -> str:
+    """The PDF's title, in the exports' language like the rest of the file."""
+    with translation.override(exports.LANGUAGE):
+        return str(_("Statement of %(project)s") % {"project": project_name})
 
 
 class DisputeRaiseSerializer(serializers.Serializer):

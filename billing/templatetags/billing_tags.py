@@ -15,8 +15,3 @@ def hours(value: Any) -> str:
         return "—"
     number = value if isinstance(value, Decimal) else Decimal(str(value))
     return f"{number.quantize(Decimal('0.01'), rounding=ROUND_HALF_UP):,f}"
-
-
-@register.filter
-def kind_label(value: str) -> str:
-    return str(value).replace("_", " ").capitalize()

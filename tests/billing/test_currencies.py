@@ -1,6 +1,7 @@
 """Currencies: offerings priced in CNY and USD, dated exchange rates captured at launch,
 statements in the billing currency that say which rates they used."""
 
+import html
 import io
 from datetime import timedelta
 from decimal import Decimal
@@ -268,7 +269,7 @@ def test_it_shows_the_rates_used_on_the_page_and_in_the_csv(f0, cny, client):
     assert header[-2:] == ["priced_in", "exchange_rate"]
     usage = [row for row in rows if row[3] == "usage"]
     assert usage[0][-2:] == ["CNY", "7.25000000"]
-    assert usage[0][9] == "2.76"
+    assert usage[0][header.index("amount")] == "2.76"
     pdf = exports.to_pdf(
         [exports.ExportStatement("gamma", "Gamma", view)],
         names={},
@@ -371,3 +372,22 @@ def test_it_keeps_the_rates_used_on_a_closed_statement(f0, cny):
     )
     [line] = [line for line in view.lines if line.kind == "usage"]
     assert line.amount == Decimal("2.76")
+
+
+def test_explain_says_how_a_converted_line_was_converted(f0, cny, client):
+    add_rate("7.2500", APRIL)
+    launch(f0, cny, project=f0.gamma, at_=at(2026, 4, 2), seconds=7200)
+    client.force_login(f0.admin)
+    view = client.get(reverse("billing:statement", args=["gamma"]) + "?period=2026-04")
+    [row] = [row for row in view.context["rows"] if row["line"].kind == "usage"]
+    assert row["words"].title == (
+        "A100 80GB, on-demand, burst (CNY 20.00/GPU-h at 7.25 CNY per USD)"
+    )
+    body = client.get(
+        reverse("billing:line", args=["gamma", "2026-04", row["index"]])
+    ).content.decode()
+    assert (
+        "2 GPU-hours at CNY 20.00 per GPU-hour, converted at 7.25 CNY per USD (the rate in "
+        "force when each instance launched): 7,200 GPU-seconds × 20.00 ÷ 3,600 ÷ 7.25 = $5.52"
+    ) in html.unescape(body)
+    assert "CNY 20.00" in body  # the runs' rate, in their own currency

@@ -9,8 +9,10 @@ from django.utils import timezone
 
 from billing import reports, services
 from billing.periods import period_start
+from portal.models import Project
 from rental.agent import samples
-from rental.models import UtilizationSample
+from rental.catalog import storage
+from rental.models import DataVolume, UtilizationSample
 from tests.billing.helpers import at, lease, run
 
 HOUR = 3600
@@ -108,9 +110,33 @@ def test_the_trend_uses_closed_lines_and_the_live_draft(f0):
     services.close_period(period=last_month, now=this_month + timedelta(seconds=1))
     run(lease(f0, f0.alpha, tier="burst"), start=this_month, hours=1)
     months = reports.trend(project_id=f0.alpha.pk, now=max(now, this_month + timedelta(hours=2)))
-    assert len(months) == 12
+    # The project was made this month; its history starts last month: two months, not 12.
+    assert [month.period for month in months] == [last_month, this_month]
     assert months[-2].closed and months[-2].total == Decimal("25.00")
     assert not months[-1].closed and months[-1].total == Decimal("2.50")
+
+
+def test_the_trend_starts_at_the_projects_first_month(f0, client):
+    now = timezone.now()
+    assert [m.period for m in reports.trend(project_id=f0.gamma.pk, now=now)] == [period_start(now)]
+    Project.objects.filter(pk=f0.beta.pk).update(created_at=now - timedelta(days=100))
+    months = reports.trend(project_id=f0.beta.pk, now=now)
+    first = period_start(now - timedelta(days=100))
+    assert months[0].period == first
+    assert len(months) == (now.year - first.year) * 12 + now.month - first.month + 1
+    Project.objects.filter(pk=f0.alpha.pk).update(created_at=now - timedelta(days=900))
+    assert len(reports.trend(project_id=f0.alpha.pk, now=now)) == 12
+    client.force_login(f0.bob)
+    body = client.get(
+        reverse("billing:reports", args=[f0.gamma.slug]), HTTP_ACCEPT_LANGUAGE="zh-hans"
+    )
+    assert body.status_code == 404  # bob is not in gamma
+    client.force_login(f0.gary)
+    body = client.get(
+        reverse("billing:reports", args=[f0.gamma.slug]), HTTP_ACCEPT_LANGUAGE="zh-hans"
+    ).content.decode()
+    label = f"{now.year}年{now.month}月"
+    assert f"自项目的第一个月 {label} 起" in body and body.count(f"<tr><td>{label}") == 1
 
 
 @pytest.mark.parametrize("who", ["alice", "alpha_manager"])
@@ -123,3 +149,31 @@ def test_members_read_the_reports_and_outsiders_do_not(client, f0, who):
     assert 'id="report-trend"' in body and 'id="report-advice-1"' in body
     client.force_login(f0.outsider)
     assert client.get(reverse("billing:reports", args=[f0.alpha.slug])).status_code == 404
+
+
+def test_lines_of_no_gpu_model_have_their_own_column_last(f0, client):
+    now = timezone.now()
+    this_month = period_start(now)
+    last_month = period_start(this_month - timedelta(days=1))
+    volume = DataVolume.objects.create(
+        project=f0.alpha,
+        account=f0.account,
+        name="data",
+        zone="us-east-1a",
+        region="us-east-1",
+        size_gb=500,
+        storage_rate_per_gb_month=Decimal("0.10"),
+    )
+    storage.open_volume(volume, at=last_month)
+    storage.close_volume(volume, at=last_month + timedelta(days=3))
+    run(lease(f0, f0.alpha, tier="burst"), start=last_month, hours=10)
+    services.close_period(period=last_month, now=this_month + timedelta(seconds=1))
+    [previous, _current] = reports.trend(project_id=f0.alpha.pk, now=now)
+    assert previous.per_model == {
+        "A100 80GB": Decimal("25.00"),
+        "Storage and corrections": Decimal("5.00"),
+    }
+    client.force_login(f0.alice)
+    body = client.get(reverse("billing:reports", args=["alpha"])).content.decode()
+    assert body.index("A100 80GB</th>") < body.index("Storage and corrections</th>")
+    assert "—</th>" not in body
