@@ -24,6 +24,7 @@ import redis
 from django.conf import settings
 from django.db import connection
 
+from portal.models import AuditEvent
 from rental.fleet.cloud import provider_for
 from rental.loans import admission, ending
 from rental.models import Instance, Orphan, Reservation, UsageRecord
@@ -140,6 +141,20 @@ def launch_state(account) -> str:
                 f"id={i.external_id or '-'} claimed={i.claimed_at} next={i.next_attempt_at} "
                 f"attempts={i.launch_attempts} {kinds} error={i.last_error[:120]!r}"
             )
+    # Every row that breaks an invariant, with its history: what the portal did, and when.
+    for i in Instance.objects.exclude(state=State.TERMINATED).order_by("pk"):
+        trail = [
+            f"{e.at:%H:%M:%S.%f} {e.verb} {e.before or ''}->{e.after or ''}"
+            for e in AuditEvent.objects.filter(
+                object_type__in=("rental.instance", "rental.reservation"),
+                object_id__in=(str(i.pk), str(i.reservation_id)),
+            ).order_by("at", "pk")
+        ]
+        usage = [f"[{u.start:%H:%M:%S}, {u.end and f'{u.end:%H:%M:%S}'})" for u in i.usage.all()]
+        lines.append(
+            f"instance {i.pk} {i.state} id={i.external_id or '-'} claimed={i.claimed_at} "
+            f"running={i.running_at} usage={usage} trail={trail}"
+        )
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT pid, state, wait_event_type, wait_event, now() - xact_start, left(query, 90)"
