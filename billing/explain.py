@@ -9,21 +9,38 @@ moment reaches the reader: moments read ``2026-11-01 09:00`` (UTC), hours to two
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from django.urls import reverse
-from django.utils.html import conditional_escape, format_html, format_html_join
-from django.utils.safestring import SafeString, mark_safe
+from django.utils.html import conditional_escape, format_html_join
+from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from billing import linewords
 from billing.currency import billing_currency
+from billing.explain_parts import (
+    MAX_LEASE_LINKS,
+    MAX_ROWS,
+    Context,
+    Explanation,
+    RunRow,
+    StorageRow,
+    gpu_seconds_of,
+    in_period,
+    lease_link,
+    link,
+    market_and_tier,
+    money_ref,
+    refs_of,
+    rounded_once,
+    say,
+    span_of,
+)
+from billing.explain_shares import committed_share, platform, shared_residual
 from billing.linewords import (
-    LineWords,
     decimal_text,
     hours_of,
     month_label,
@@ -32,134 +49,12 @@ from billing.linewords import (
     when,
 )
 from billing.models import LineDispute
-from billing.periods import period_end, whole_seconds
+from billing.periods import whole_seconds
 from billing.selectors import Interval, StatementView, intervals
 from billing.storage import MONTH_SECONDS, StorageItem, items
 from portal.models import Project
 from portal.templatetags.portal_tags import money, rate
 from rental.models import Reservation, TerminationReason
-
-MAX_ROWS = 1000
-MAX_LEASE_LINKS = 10
-
-
-def say(message: str, **values: Any) -> SafeString:
-    """A translated sentence with its values escaped (links built with format_html pass
-    through as they are)."""
-    escaped = {key: conditional_escape(value) for key, value in values.items()}
-    # Safe: the message and every value are escaped above.
-    return mark_safe(conditional_escape(message) % escaped)
-
-
-def link(url: str, text: str) -> SafeString:
-    return format_html('<a href="{}">{}</a>', url, text)
-
-
-def lease_link(reservation_id: int) -> SafeString:
-    return link(reverse("rental:lease", args=[reservation_id]), f"#{reservation_id}")
-
-
-@dataclass(frozen=True)
-class RunRow:
-    """One usage run behind a usage line, as the Explain page lists it."""
-
-    lease: SafeString
-    requester: str
-    start: str
-    end: str
-    ended: str
-    gpus: int
-    hours: str
-    gpu_hours: str
-    gpu_seconds: str
-    rate: str
-    minimum: bool
-
-
-@dataclass(frozen=True)
-class StorageRow:
-    """One volume or stopped disk behind a storage line."""
-
-    name: SafeString
-    what: str
-    size_gb: int
-    start: str
-    end: str
-    hours: str
-    gb_hours: str
-
-
-@dataclass
-class Explanation:
-    words: LineWords
-    model: str
-    sentences: list[SafeString] = field(default_factory=list)
-    runs: list[RunRow] = field(default_factory=list)
-    more_runs: int = 0
-    storage: list[StorageRow] = field(default_factory=list)
-    reservation: Reservation | None = None
-
-
-@dataclass(frozen=True)
-class Context:
-    """What every kind's sentences may need besides the line."""
-
-    project: Project | None  # None: the platform's own statement
-    view: StatementView
-    model: str
-    now: datetime
-
-    @property
-    def end(self) -> datetime:
-        """Where the period's counting stopped: now for an open month, its end once closed."""
-        if self.view.is_draft:
-            return self.view.covered_end or self.now
-        return period_end(self.view.period)
-
-
-def _refs(line: Any) -> dict[str, Any]:
-    return line.references or {}
-
-
-def _gpu_seconds(line: Any) -> int:
-    return int(_refs(line).get("gpu_seconds") or 0)
-
-
-def _span(context: Context, refs: dict[str, Any]) -> str:
-    """``in November 2026`` for a whole month, else ``from … to … UTC`` (the month so far)."""
-    start = linewords.moment(refs.get("from")) or context.view.period
-    end = linewords.moment(refs.get("to")) or context.end
-    if start == context.view.period and end == period_end(context.view.period):
-        return _("in %(month)s") % {"month": month_label(context.view.period)}
-    return _("from %(start)s to %(end)s UTC") % {"start": when(start), "end": when(end)}
-
-
-def _in_period(context: Context) -> str:
-    """``in November 2026`` once closed, ``in December 2026 so far`` while open."""
-    month = month_label(context.view.period)
-    if context.view.is_draft:
-        return _("in %(month)s so far") % {"month": month}
-    return _("in %(month)s") % {"month": month}
-
-
-def _money_ref(refs: dict[str, Any], key: str) -> str:
-    value = refs.get(key)
-    return money(Decimal(str(value))) if value not in (None, "") else "—"
-
-
-def _rounded_once(amount: Decimal) -> SafeString:
-    return say(_("The amount, %(amount)s, is rounded once, to the cent."), amount=money(amount))
-
-
-def _market_and_tier(line: Any) -> str:
-    market = linewords.MARKET_WORDS.get(line.market, line.market)
-    if line.tier == line.market or line.tier not in linewords.TIER_WORDS:
-        return str(market)
-    return _("%(market)s, %(tier)s") % {
-        "market": market,
-        "tier": linewords.TIER_WORDS[line.tier],
-    }
-
 
 # Usage.
 
@@ -196,7 +91,7 @@ def _run_rows(runs: list[Interval], context: Context) -> list[RunRow]:
 
 
 def _usage_what(line: Any, runs: list[Interval], context: Context) -> SafeString:
-    kind = _market_and_tier(line)
+    kind = market_and_tier(line)
     if len(runs) == 1:
         run = runs[0]
         start = max(run.start, context.view.period)
@@ -248,8 +143,8 @@ def _usage_what(line: Any, runs: list[Interval], context: Context) -> SafeString
 
 
 def _usage_how(line: Any, context: Context) -> list[SafeString]:
-    refs = _refs(line)
-    seconds = _gpu_seconds(line)
+    refs = refs_of(line)
+    seconds = gpu_seconds_of(line)
     hours = hours_of(seconds)
     if line.tier == "reserved" and refs.get("covered") is True:
         return [
@@ -271,15 +166,15 @@ def _usage_how(line: Any, context: Context) -> list[SafeString]:
                     "share is %(share)s; this line is the part of that share for its "
                     "%(hours)s GPU-hours: %(amount)s."
                 ),
-                fixed=_money_ref(refs, "F"),
-                metered=_money_ref(refs, "M"),
-                pot=_money_ref(refs, "pot"),
+                fixed=money_ref(refs, "F"),
+                metered=money_ref(refs, "M"),
+                pot=money_ref(refs, "pot"),
                 mine=hours_of(int(refs.get("project_gpu_seconds") or 0)),
                 all=hours_of(int(refs.get("all_gpu_seconds") or 0)),
                 percent=percent(
                     int(refs.get("project_gpu_seconds") or 0), int(refs.get("all_gpu_seconds") or 0)
                 ),
-                share=_money_ref(refs, "project_share"),
+                share=money_ref(refs, "project_share"),
                 hours=hours,
                 amount=money(line.amount),
             ),
@@ -297,7 +192,7 @@ def _usage_how(line: Any, context: Context) -> list[SafeString]:
             )
         ]
     if "rate" not in refs:
-        return [_rounded_once(line.amount)]
+        return [rounded_once(line.amount)]
     original = Decimal(str(refs["rate"]))
     if refs.get("exchange_rate_id"):
         currency = refs.get("currency", "")
@@ -334,7 +229,7 @@ def _usage_how(line: Any, context: Context) -> list[SafeString]:
 
 
 def _usage(line: Any, context: Context, result: Explanation) -> None:
-    refs = _refs(line)
+    refs = refs_of(line)
     runs = intervals(
         project_id=context.project.pk,
         period=context.view.period,
@@ -360,206 +255,11 @@ def _usage(line: Any, context: Context, result: Explanation) -> None:
         )
 
 
-# Shares of a pool's committed cost.
-
-
-def _committed_share(line: Any, context: Context, result: Explanation) -> None:
-    refs = _refs(line)
-    g, k, sum_g = int(refs.get("G") or 0), int(refs.get("K") or 0), int(refs.get("sum_G") or 0)
-    fixed = _money_ref(refs, "F")
-    by_project = refs.get("mode") == "by_project"
-    if by_project:
-        result.sentences.append(
-            say(
-                _(
-                    "This project's share of the %(model)s pool's committed capacity, split by "
-                    "guarantees: the projects' guarantees add up to %(sum_g)s GPUs, and this "
-                    "project is guaranteed %(g)s of them."
-                ),
-                model=context.model,
-                sum_g=sum_g,
-                g=g,
-            )
-        )
-    else:
-        result.sentences.append(
-            say(
-                _(
-                    "This project's share of the %(model)s pool's committed capacity: the pool "
-                    "has %(k)s committed GPUs, and this project is guaranteed %(g)s of them."
-                ),
-                model=context.model,
-                k=k,
-                g=g,
-            )
-        )
-    result.sentences.append(
-        say(
-            _("The committed GPUs cost %(fixed)s %(span)s, whether they are used or not."),
-            fixed=fixed,
-            span=_span(context, refs),
-        )
-    )
-    pool = context.view.pools.get(line.gpu_model_id or 0) or {}
-    if pool.get("month_total") and pool.get("covered_seconds") != pool.get("month_seconds"):
-        result.sentences.append(
-            say(
-                _(
-                    "That is the month's %(month_total)s prorated per second to the %(elapsed)s "
-                    "hours elapsed of its %(hours)s."
-                ),
-                month_total=_money_ref(pool, "month_total"),
-                elapsed=hours_of(int(pool.get("covered_seconds") or 0)),
-                hours=hours_of(int(pool.get("month_seconds") or 0)),
-            )
-        )
-    if pool.get("amortized") and Decimal(str(pool["amortized"])) > 0:
-        result.sentences.append(
-            say(
-                _(
-                    "The month's cost is %(monthly)s a month plus %(amortized)s of upfront "
-                    "payments spread over their term."
-                ),
-                monthly=_money_ref(pool, "monthly"),
-                amortized=_money_ref(pool, "amortized"),
-            )
-        )
-    divisor = sum_g if by_project else k
-    result.sentences.append(
-        say(
-            _(
-                "This project pays %(fixed)s × %(g)s / %(divisor)s = %(amount)s (%(percent)s %% "
-                "of the committed cost)."
-            ),
-            fixed=fixed,
-            g=g,
-            divisor=divisor,
-            amount=money(line.amount),
-            percent=percent(g, divisor),
-        )
-    )
-    seconds = _gpu_seconds(line)
-    if g and seconds:
-        result.sentences.append(
-            say(
-                _(
-                    "Its %(gpu_hours)s GPU-hours are the %(g)s guaranteed GPUs × %(hours)s "
-                    "hours, so a guaranteed GPU-hour cost %(unit)s."
-                ),
-                gpu_hours=hours_of(seconds),
-                g=g,
-                hours=hours_of(seconds // g),
-                unit=rate(line.unit_price),
-            )
-        )
-    result.sentences.append(
-        say(
-            _("Shares are rounded to the cent so that together they add up to %(fixed)s."),
-            fixed=fixed,
-        )
-    )
-
-
-def _platform(line: Any, context: Context, result: Explanation) -> None:
-    refs = _refs(line)
-    why = refs.get("why")
-    values = {
-        "model": context.model,
-        "span": _span(context, refs),
-        "residual": _money_ref(refs, "R") if "R" in refs else money(line.amount),
-        "fixed": _money_ref(refs, "F"),
-        "pot": _money_ref(refs, "pot") if "pot" in refs else money(line.amount),
-    }
-    messages = {
-        "policy": _(
-            "No project pays this part of the %(model)s pool's committed cost: by site "
-            "policy, the commitment no guarantee covers (%(residual)s %(span)s) is the "
-            "platform's overhead."
-        ),
-        "no_burst": _(
-            "The commitment no guarantee covers (%(residual)s) is shared by burst use, but no "
-            "project ran burst usage on the %(model)s pool %(span)s, so the platform carries "
-            "it."
-        ),
-        "no_guarantee": _(
-            "No project has a guarantee in the %(model)s pool, so its committed cost, "
-            "%(fixed)s %(span)s, is the platform's overhead."
-        ),
-        "no_usage": _(
-            "Nobody used the %(model)s pool %(span)s, so its cost, %(pot)s, has no usage to "
-            "be split over and is the platform's overhead."
-        ),
-    }
-    message = messages.get(
-        why,
-        _("No project pays this part of the %(model)s pool's cost: it is the platform's overhead."),
-    )
-    result.sentences.append(say(message, **values))
-
-
-def _shared_residual(line: Any, context: Context, result: Explanation) -> None:
-    refs = _refs(line)
-    if "burst_gpu_seconds" not in refs:
-        _platform(line, context, result)
-        return
-    k, sum_g = int(refs.get("K") or 0), int(refs.get("sum_G") or 0)
-    fixed, residual = _money_ref(refs, "F"), _money_ref(refs, "R")
-    if k:
-        result.sentences.append(
-            say(
-                _(
-                    "The %(model)s pool has %(k)s committed GPUs costing %(fixed)s %(span)s, but "
-                    "the projects' guarantees cover only %(sum_g)s of them. The unassigned "
-                    "part, %(fixed)s × (%(k)s − %(sum_g)s) / %(k)s = %(residual)s, is shared by "
-                    "burst use."
-                ),
-                model=context.model,
-                k=k,
-                fixed=fixed,
-                span=_span(context, refs),
-                sum_g=sum_g,
-                residual=residual,
-            )
-        )
-    else:
-        result.sentences.append(
-            say(
-                _(
-                    "The %(model)s pool has a committed cost of %(fixed)s %(span)s but no "
-                    "committed GPUs to guarantee, so the whole of it is shared by burst use."
-                ),
-                model=context.model,
-                fixed=fixed,
-                span=_span(context, refs),
-            )
-        )
-    mine, total = int(refs["burst_gpu_seconds"]), int(refs.get("total_burst_gpu_seconds") or 0)
-    result.sentences.append(
-        say(
-            _(
-                "This project ran %(mine)s of the %(all)s burst GPU-hours on the pool "
-                "(%(percent)s %%), so it pays %(amount)s of the %(residual)s."
-            ),
-            mine=hours_of(mine),
-            all=hours_of(total),
-            percent=percent(mine, total),
-            amount=money(line.amount),
-            residual=residual,
-        )
-    )
-    result.sentences.append(
-        say(
-            _("Shares are rounded to the cent so that together they add up to %(fixed)s."),
-            fixed=residual,
-        )
-    )
-
-
 # Reservations, storage, corrections.
 
 
 def _reservation(line: Any, context: Context, result: Explanation) -> None:
-    refs = _refs(line)
+    refs = refs_of(line)
     reservation = None
     if refs.get("reservation_id"):
         reservation = (
@@ -581,7 +281,7 @@ def _reservation(line: Any, context: Context, result: Explanation) -> None:
             )
         )
     window = int(refs.get("window_seconds") or 0)
-    seconds = _gpu_seconds(line)
+    seconds = gpu_seconds_of(line)
     if "rate" in refs:
         original = Decimal(str(refs["rate"]))
         result.sentences.append(
@@ -592,7 +292,7 @@ def _reservation(line: Any, context: Context, result: Explanation) -> None:
                     "whether the GPUs were used or not, rounded once to the cent."
                 ),
                 hours=hours_of(window),
-                span=_in_period(context),
+                span=in_period(context),
                 n=n,
                 gpu_hours=hours_of(seconds),
                 rate=rate(line.unit_price),
@@ -654,7 +354,7 @@ def _storage_rows(members: list[StorageItem], context: Context) -> list[StorageR
 
 
 def _storage(line: Any, context: Context, result: Explanation) -> None:
-    refs = _refs(line)
+    refs = refs_of(line)
     kind = refs.get("storage", "")
     start = linewords.moment(refs.get("from")) or context.view.period
     end = linewords.moment(refs.get("to")) or context.end
@@ -670,7 +370,7 @@ def _storage(line: Any, context: Context, result: Explanation) -> None:
     result.storage = _storage_rows(members, context)
     result.more_runs = max(len(members) - MAX_ROWS, 0)
     count = int(refs.get("items") or len(members))
-    span = _span(context, refs)
+    span = span_of(context, refs)
     if members:
         first = max(min(item.start for item in members), start)
         last = min(max(item.end or end for item in members), end)
@@ -733,7 +433,7 @@ def _correction(line: Any, context: Context, result: Explanation) -> None:
                 when=at,
             )
         )
-    dispute_id = _refs(line).get("dispute_id")
+    dispute_id = refs_of(line).get("dispute_id")
     dispute = (
         LineDispute.objects.filter(pk=dispute_id)
         .select_related("line__statement__project", "line__gpu_model", "raised_by")
@@ -772,9 +472,9 @@ def _correction(line: Any, context: Context, result: Explanation) -> None:
 
 EXPLAINERS: dict[str, Callable[[Any, Context, Explanation], None]] = {
     "usage": _usage,
-    "committed_share": _committed_share,
+    "committed_share": committed_share,
     "reservation": _reservation,
-    "shared_residual": _shared_residual,
+    "shared_residual": shared_residual,
     "storage": _storage,
     "adjustment": _correction,
     "credit": _correction,
@@ -804,6 +504,6 @@ def platform_sentences(*, view: StatementView, lines: list[Any], now: datetime) 
         explanation = Explanation(words=words, model=names.get(line.gpu_model_id or 0, ""))
         context = Context(project=None, view=view, model=explanation.model, now=now)
         if line.kind == "shared_residual":
-            _platform(line, context, explanation)
+            platform(line, context, explanation)
         result.append((line, words, explanation.sentences))
     return result
