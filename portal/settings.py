@@ -377,6 +377,8 @@ PORTAL_PROJECT_CONFIG_SECTIONS: list[str] = env_list(
     "PORTAL_PROJECT_CONFIG_SECTIONS", "rental.projectconfig,billing.projectconfig"
 )
 # Billing: a month's statements close this long after it ends (P1); the company name on PDFs.
+# How each app's audit events read on the audit page (``portal.audit_log``).
+PORTAL_AUDIT_VOCABULARIES = ["portal.audit_words", "rental.audit_words", "billing.audit_words"]
 PORTAL_STATEMENT_GRACE_HOURS = env_int("PORTAL_STATEMENT_GRACE_HOURS", 48)
 PORTAL_COMPANY_NAME = env_str("PORTAL_COMPANY_NAME", "GPU Portal")
 # Reports: the price of a committed GPU-month where a pool has none yet, and what owning
