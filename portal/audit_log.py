@@ -56,8 +56,12 @@ class Named:
 
 @dataclass(frozen=True)
 class Verb:
+    """How one verb reads: its ``sentence``, a ``label`` for the filter, and optionally
+    the sentence for an event with no ``before`` (a first setting, nothing to compare)."""
+
     sentence: Text
     label: Text
+    first: Text = ""
 
 
 @dataclass(frozen=True)
@@ -125,6 +129,7 @@ def choice(choices: type[TextChoices]) -> Show:
     def show(value: Any) -> str:
         return str(labels.get(value, plain(value)))
 
+    show.is_label = True  # type: ignore[attr-defined]
     return show
 
 
@@ -137,6 +142,7 @@ def labelled(labels: Mapping[str, Text]) -> Show:
         text = str(value)
         return str(labels.get(text, text.replace("_", " ").replace(":", " ")))
 
+    show.is_label = True  # type: ignore[attr-defined]
     return show
 
 
@@ -261,15 +267,36 @@ def _value(object_type: str, key: str) -> Value:
     return found or Value(key.replace("_", " ").capitalize())
 
 
+def _template(event: AuditEvent) -> str:
+    verb = vocabulary().verbs.get(event.verb)
+    if verb is None:
+        return _("%(actor)s changed %(object)s")
+    if verb.first and not event.before:
+        return str(verb.first)
+    return str(verb.sentence)
+
+
 def _object(event: AuditEvent, named: Mapping[str, Named]) -> SafeString:
     kind = vocabulary().kinds.get(event.object_type)
     found = named.get(event.object_id)
     if found is None:
         label = kind.label if kind else _("object")
-        return format_html("{}", _("%(kind)s #%(id)s") % {"kind": label, "id": event.object_id})
+        found = Named(_("%(kind)s #%(id)s") % {"kind": label, "id": event.object_id})
+    name = found.name
+    if _template(event).startswith("%(object)s"):
+        name = name[:1].upper() + name[1:]  # it starts the sentence
     if found.url:
-        return format_html('<a href="{}">{}</a>', found.url, found.name)
-    return format_html("{}", found.name)
+        return format_html('<a href="{}">{}</a>', found.url, name)
+    return format_html("{}", name)
+
+
+def _in_sentence(value: Value, raw: Any) -> str:
+    """A value as a sentence says it: a label ("Degraded", "Lease ended") in lower case
+    inside the sentence, an acronym ("OK") or a name (anything typed) as it is."""
+    text = value.show(raw)
+    if getattr(value.show, "is_label", False) and text[:1].isupper() and text[1:2].islower():
+        return text[:1].lower() + text[1:]
+    return text
 
 
 class _Words(dict):
@@ -281,14 +308,13 @@ class _Words(dict):
 
 def sentence(event: AuditEvent, obj: SafeString) -> SafeString:
     """The event as one sentence in the active language, HTML-safe (values escaped)."""
-    verb = vocabulary().verbs.get(event.verb)
     actor = event.actor.get_username() if event.actor else _("The portal")
     words = _Words()
     for key, value in (event.before or {}).items():
-        words[f"was_{key}"] = _value(event.object_type, key).show(value)
+        words[f"was_{key}"] = _in_sentence(_value(event.object_type, key), value)
     for key, value in (event.after or {}).items():
-        words[key] = _value(event.object_type, key).show(value)
-    template = _("%(actor)s changed %(object)s") if verb is None else str(verb.sentence)
+        words[key] = _in_sentence(_value(event.object_type, key), value)
+    template = _template(event)
     escaped = _Words({key: format_html("{}", value) for key, value in words.items()})
     escaped["actor"] = format_html("<strong>{}</strong>", actor)
     escaped["object"] = obj

@@ -342,6 +342,7 @@ VERBS = {
             "(was %(was_guaranteed)s), ceiling %(ceiling)s (was %(was_ceiling)s)"
         ),
         _("Quota set"),
+        _("%(actor)s set the quota of %(object)s: guarantee %(guaranteed)s, ceiling %(ceiling)s"),
     ),
     "quota.auto_approve_set": Verb(
         _("%(actor)s set the auto-approve limits of %(object)s"), _("Auto-approve limits set")

@@ -198,9 +198,13 @@ def _admin_forms(pool: Pool, guaranteed: int, refused: Refused | None) -> dict[s
         ],
     )
     rows = []
-    for offering in Offering.objects.filter(gpu_model_id=pool.gpu_model_id).select_related(
-        "account"
-    ):
+    # A fixed order (not by price), so a row stays where it was after its price changes.
+    sold_here = (
+        Offering.objects.filter(gpu_model_id=pool.gpu_model_id)
+        .select_related("account")
+        .order_by("account__name", "region", "gpus_per_instance", "instance_type", "pk")
+    )
+    for offering in sold_here:
         form = f"offering-{offering.pk}"
         fields = fill(
             form,

@@ -67,31 +67,36 @@ def test_every_sentence_reads_without_codes_in_both_languages(language):
     project = factories.project("alpha", name="Alpha")
     unlabelled = []
     for verb, said in vocabulary().verbs.items():
-        keys = set(PLACEHOLDER.findall(str(said.sentence))) - {"actor", "object", "in_project"}
-        before = {key[4:]: SAMPLES.get(key[4:], "7") for key in keys if key.startswith("was_")}
-        after = {key: SAMPLES.get(key, "7") for key in keys if not key.startswith("was_")}
-        object_type = next(iter(vocabulary().kinds))
-        for key in {**before, **after}:
-            known = vocabulary().values
-            if key not in known and not any(k.endswith(f":{key}") for k in known):
-                unlabelled.append((verb, key))
-        event = AuditEvent(
-            at=datetime(2026, 12, 3, 16, 3, 27, tzinfo=UTC),
-            verb=verb,
-            object_type=object_type,
-            object_id="1",
-            project=project,
-            before=before,
-            after=after,
-            source="web",
-        )
-        with translation.override(language):
-            (line,) = in_words([event])
-        text = str(line.sentence)
-        assert "%(" not in text and not RAW.search(text), (verb, text)
-        assert line.at == "2026-12-03 16:03"
-        if language == "zh-hans":
-            assert re.search(r"[\u4e00-\u9fff]", text), (verb, text)
+        # The sentence with a before (a change), and the first one's without (if any).
+        for template, with_before in ((said.sentence, True), (said.first, False)):
+            if not template:
+                continue
+            keys = set(PLACEHOLDER.findall(str(template))) - {"actor", "object", "in_project"}
+            before = {k[4:]: SAMPLES.get(k[4:], "7") for k in keys if k.startswith("was_")}
+            if with_before:
+                before.setdefault("state", "ok")
+            after = {k: SAMPLES.get(k, "7") for k in keys if not k.startswith("was_")}
+            for key in {**before, **after}:
+                known = vocabulary().values
+                if key not in known and not any(k.endswith(f":{key}") for k in known):
+                    unlabelled.append((verb, key))
+            event = AuditEvent(
+                at=datetime(2026, 12, 3, 16, 3, 27, tzinfo=UTC),
+                verb=verb,
+                object_type=next(iter(vocabulary().kinds)),
+                object_id="1",
+                project=project,
+                before=before,
+                after=after,
+                source="web",
+            )
+            with translation.override(language):
+                (line,) = in_words([event])
+            text = str(line.sentence)
+            assert "%(" not in text and not RAW.search(text), (verb, text)
+            assert line.at == "2026-12-03 16:03"
+            if language == "zh-hans":
+                assert re.search(r"[\u4e00-\u9fff]", text), (verb, text)
     assert unlabelled == []
 
 
@@ -292,3 +297,25 @@ def test_a_page_costs_the_same_queries_at_any_size(f0, client, count):
     # one query per kind of object on it (pool, quota, project, offering), and the
     # navigation's three (roles, finance, unread notifications).
     assert len(queries) == 13, [q["sql"][:80] for q in queries]
+
+
+@pytest.mark.django_db
+def test_lists_are_stored_as_lists_and_read_as_lists(f0):
+    event = audit.record(
+        actor=f0.alice,
+        verb="lease.ssh_keys_chosen",
+        obj=f0.alpha,
+        source="web",
+        after={"keys": ("laptop", "desk")},
+    )
+    event.refresh_from_db()
+    assert event.after == {"keys": ["laptop", "desk"]}
+    old = AuditEvent.objects.create(
+        verb="lease.ssh_keys_chosen",
+        object_type="portal.project",
+        object_id=str(f0.alpha.pk),
+        after={"keys": "['laptop', 'desk']"},  # as events were written before
+        source="web",
+    )
+    for line in in_words([event, old]):
+        assert ": laptop, desk" in str(line.sentence)

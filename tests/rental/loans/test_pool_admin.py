@@ -3,6 +3,7 @@ and cost sharing (Q1 checked, degraded below Σ G), a degraded mark with a reaso
 offerings' prices and availability. Bad input is a field error and writes nothing; other
 roles see none of it and may post none of it."""
 
+import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -262,6 +263,11 @@ def test_the_admin_forms_are_for_admins_only(f0, client):
     for part in ('id="pool-settings-form"', 'id="pool-degraded-form"', 'id="prices-table"'):
         assert part in page
     assert f'id="offering-{f0.offering.pk}"' in page
+    # The price inputs sit in table cells and belong to their row's form by its id, so
+    # that id must name one element, the form (a browser sends nothing otherwise).
+    for owner in set(re.findall(r' form="([^"]+)"', page)):
+        assert page.count(f'id="{owner}"') == 1, owner
+        assert re.search(rf'<form [^>]*id="{owner}"', page), owner
     for who in (f0.alice, f0.alpha_manager, factories.user("fiona", finance=True)):
         client.force_login(who)
         page = client.get(page_of(f0)).content.decode()
