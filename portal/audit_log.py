@@ -385,7 +385,7 @@ class AuditFilterForm(PlainTextForm):
     """The audit page's filters, each optional and combinable; the choices are read in
     two queries (people, projects) whatever the page holds."""
 
-    actor = forms.ChoiceField(label=gettext_lazy("Who"), required=False)
+    actor = forms.ChoiceField(label=gettext_lazy("Done by"), required=False)
     project = forms.ChoiceField(label=gettext_lazy("Project"), required=False)
     verb = forms.ChoiceField(label=gettext_lazy("What happened"), required=False)
     object_type = forms.ChoiceField(label=gettext_lazy("To what"), required=False)
