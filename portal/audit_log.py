@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal, InvalidOperation
-from functools import cache
+from functools import cache, cached_property
 from importlib import import_module
 from typing import Any
 
@@ -194,6 +194,10 @@ class Vocabulary:
     kinds: Mapping[str, Kind]
     values: Mapping[str, Value]
 
+    @cached_property
+    def order(self) -> dict[str, int]:
+        return {key: place for place, key in enumerate(self.values)}
+
 
 @cache
 def vocabulary() -> Vocabulary:
@@ -329,9 +333,16 @@ def sentence(event: AuditEvent, obj: SafeString) -> SafeString:
     return SafeString(conditional_escape(template) % escaped)
 
 
+def _order(object_type: str, key: str) -> tuple[int, str]:
+    """Where a value comes among an event's changes: in the vocabularies' order (the
+    database keeps no order of a JSON object's keys), then unknown keys by name."""
+    order = vocabulary().order
+    return (order.get(f"{object_type}:{key}", order.get(key, len(order))), key)
+
+
 def changes(event: AuditEvent) -> list[Change]:
     before, after = event.before or {}, event.after or {}
-    keys = list(after) + [key for key in before if key not in after]
+    keys = sorted({*after, *before}, key=lambda key: _order(event.object_type, key))
     result = []
     for key in keys:
         value = _value(event.object_type, key)

@@ -93,7 +93,12 @@ def _pool_page(
     request: HttpRequest, pool: Pool, *, refused: Refused | None = None, status: int = 200
 ) -> HttpResponse:
     overview = selectors.pool_overview(pool)
-    context: dict[str, Any] = {"overview": overview, **_week(request, pool)}
+    context: dict[str, Any] = {
+        "overview": overview,
+        # What the pool costs is the admins' and finance's business, not every member's.
+        "show_cost": access.sees_everything(request.user),
+        **_week(request, pool),
+    }
     if access.is_admin(request.user):
         context |= _admin_forms(pool, overview.guaranteed_total, refused)
     return render(request, "rental/capacity/pool.html", context, status=status)

@@ -272,6 +272,8 @@ def test_the_admin_forms_are_for_admins_only(f0, client):
         client.force_login(who)
         page = client.get(page_of(f0)).content.decode()
         assert 'id="pool-settings"' not in page and 'id="prices-table"' not in page
+        # The pool's monthly cost is for admins and finance.
+        assert ('id="pool-cost"' in page) == (who.username == "fiona")
         before = counts()
         for url, body in (
             (reverse("rental:pool_settings", args=[f0.pool.pk]), SETTINGS | {"capacity": "20"}),
