@@ -35,7 +35,16 @@ def record(
 
 
 def _jsonable(data: dict[str, Any]) -> dict[str, Any]:
-    return {
-        key: value if isinstance(value, int | float | bool | type(None)) else str(value)
-        for key, value in data.items()
-    }
+    return {key: _json_value(value) for key, value in data.items()}
+
+
+def _json_value(value: Any) -> Any:
+    """Numbers, booleans and None as they are, lists and mappings item by item (so the
+    audit page can list them), anything else (Decimal, datetime, a model) as its text."""
+    if isinstance(value, int | float | bool | type(None)):
+        return value
+    if isinstance(value, list | tuple):
+        return [_json_value(item) for item in value]
+    if isinstance(value, dict):
+        return {str(key): _json_value(item) for key, item in value.items()}
+    return str(value)

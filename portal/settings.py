@@ -212,6 +212,8 @@ LOCALE_PATHS = [BASE_DIR / "locale"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+# One date format in both languages, the admin's pages included: "2026-12-03 16:03".
+FORMAT_MODULE_PATH = ["portal.formats"]
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
@@ -375,6 +377,8 @@ PORTAL_PROJECT_CONFIG_SECTIONS: list[str] = env_list(
     "PORTAL_PROJECT_CONFIG_SECTIONS", "rental.projectconfig,billing.projectconfig"
 )
 # Billing: a month's statements close this long after it ends (P1); the company name on PDFs.
+# How each app's audit events read on the audit page (``portal.audit_log``).
+PORTAL_AUDIT_VOCABULARIES = ["portal.audit_words", "rental.audit_words", "billing.audit_words"]
 PORTAL_STATEMENT_GRACE_HOURS = env_int("PORTAL_STATEMENT_GRACE_HOURS", 48)
 PORTAL_COMPANY_NAME = env_str("PORTAL_COMPANY_NAME", "GPU Portal")
 # Reports: the price of a committed GPU-month where a pool has none yet, and what owning

@@ -14,7 +14,10 @@ from django.views import defaults
 from django.views.decorators.http import require_POST
 
 from portal import access, login_throttle
+from portal.audit_log import AuditFilterForm, in_words
 from portal.models import AuditEvent
+
+AUDIT_PAGE_SIZE = 50
 
 
 class LoginView(auth_views.LoginView):
@@ -75,13 +78,18 @@ def notifications_read(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def audit_log(request: HttpRequest) -> HttpResponse:
+    """The audit log in words, newest first, filtered by who, project, what happened, to
+    what and when; the same queries for a page of any size (``portal.audit_log``)."""
     access.require_admin(request.user)
-    events = AuditEvent.objects.select_related("actor", "project")
-    verb = request.GET.get("verb", "").strip()
-    if verb:
-        events = events.filter(verb=verb)
-    page = Paginator(events, 50).get_page(request.GET.get("page"))
-    return render(request, "portal/audit_log.html", {"page": page, "verb": verb})
+    form = AuditFilterForm(request.GET)
+    form.is_valid()  # an invalid filter is shown with its error and left out
+    events = form.filter(AuditEvent.objects.select_related("actor", "project"))
+    page = Paginator(events, AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "portal/audit_log.html",
+        {"page": page, "lines": in_words(page), "form": form},
+    )
 
 
 # --- Error pages: the site's templates, or the API's one JSON shape under /api/ -----------

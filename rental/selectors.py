@@ -331,8 +331,14 @@ class PoolOverview:
         return sum(self.running_by_tier.values())
 
     @property
-    def degraded(self) -> bool:
+    def below_guarantees(self) -> bool:
+        """C below Σ G (Q1)."""
         return self.pool.capacity < self.guaranteed_total
+
+    @property
+    def degraded(self) -> bool:
+        """Below its guarantees, or marked degraded by an admin."""
+        return self.below_guarantees or bool(self.pool.degraded_reason)
 
 
 def pool_overview(pool: Pool) -> PoolOverview:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from rental.views import agent, capacity, images, leases, volumes
+from rental.views import agent, capacity, images, leases, pools, volumes
 
 app_name = "rental"
 urlpatterns = [
@@ -68,8 +68,15 @@ urlpatterns = [
         volumes.volume_delete,
         name="volume_delete",
     ),
-    path("pools/", capacity.pool_list, name="pools"),
-    path("pools/<int:pk>/", capacity.pool_detail, name="pool"),
+    path("pools/", pools.pool_list, name="pools"),
+    path("pools/<int:pk>/", pools.pool_detail, name="pool"),
+    path("pools/<int:pk>/settings/", pools.pool_settings, name="pool_settings"),
+    path("pools/<int:pk>/degraded/", pools.pool_degraded, name="pool_degraded"),
+    path(
+        "pools/<int:pk>/offerings/<int:offering_pk>/",
+        pools.offering_terms,
+        name="offering_terms",
+    ),
     path("panels/leases/", leases.panel_leases, name="panel_leases"),
     path("panels/approvals/", leases.panel_approvals, name="panel_approvals"),
 ]

@@ -1,6 +1,9 @@
 """Admin for capacity: pools, quotas, quota requests and availability watches.
 
-Quotas are saved through ``quotas.set_quota`` so rule Q1 holds.
+Quotas are saved through ``quotas.set_quota`` and a pool's settings through
+``pools.configure_pool`` (both also on the portal's own pages), so rule Q1 holds and
+each change is audited. A pool's state follows from its settings and its degraded mark,
+which admins set on the pool page; here they are read-only.
 """
 
 from typing import Any
@@ -16,13 +19,35 @@ from django.utils.translation import gettext_lazy as _
 
 from portal.errors import InvalidInput
 from portal.models import AuditEvent
-from rental.loans import quotas
-from rental.loans.pools import refresh_state
+from rental.loans import pools, quotas
 from rental.models import AvailabilityWatch, Pool, Quota, QuotaRequest
+
+
+class PoolAdminForm(forms.ModelForm):
+    """Checks a changed pool's settings against Q1 as field errors before
+    ``pools.configure_pool`` saves them."""
+
+    class Meta:
+        model = Pool
+        fields = ["gpu_model", *pools.SETTINGS]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        if self.instance.pk is None:
+            return cleaned
+        asked = {name: cleaned[name] for name in pools.SETTINGS if cleaned.get(name) is not None}
+        try:
+            pools.check_settings(
+                self.instance, guaranteed=pools.guaranteed_total(self.instance), **asked
+            )
+        except InvalidInput as exc:
+            self.add_error(exc.field if exc.field in self.fields else None, exc.message)
+        return cleaned
 
 
 @admin.register(Pool)
 class PoolAdmin(admin.ModelAdmin):
+    form = PoolAdminForm
     list_display = [
         "gpu_model",
         "capacity",
@@ -37,7 +62,12 @@ class PoolAdmin(admin.ModelAdmin):
     search_fields = ["gpu_model__name"]
     list_select_related = ["gpu_model"]
     autocomplete_fields = ["gpu_model"]
-    readonly_fields = ["guaranteed_sum"]
+    readonly_fields = ["guaranteed_sum", "state", "degraded_reason"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Pool | None = None) -> list[str]:
+        # A pool is its GPU model's; another model is another pool.
+        fields = list(super().get_readonly_fields(request, obj))
+        return [*fields, "gpu_model"] if obj is not None else fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Pool]:
         return (
@@ -62,8 +92,16 @@ class PoolAdmin(admin.ModelAdmin):
     def save_model(
         self, request: HttpRequest, obj: Pool, form: forms.ModelForm, change: bool
     ) -> None:
-        super().save_model(request, obj, form, change)
-        refresh_state(obj)  # Q1: degraded when C < Σ G, admins alerted
+        if change:
+            pools.configure_pool(
+                actor=request.user,
+                gpu_model=obj.gpu_model_id,
+                source=AuditEvent.Source.ADMIN,
+                **{name: getattr(obj, name) for name in pools.SETTINGS},
+            )
+        else:
+            super().save_model(request, obj, form, change)
+            pools.refresh_state(obj)  # Q1: degraded when C < Σ G, admins alerted
         total = _guaranteed_total(obj)
         if total > obj.guarantee_bound:
             messages.warning(

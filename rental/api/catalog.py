@@ -1,20 +1,26 @@
-"""``/api/v1/gpu-models`` and ``/api/v1/offerings``: what can be rented, read-only.
+"""``/api/v1/gpu-models`` and ``/api/v1/offerings``: what can be rented.
 
 Readable by who may see the pools (project members, admins, finance), as on the web;
-anyone else gets 404. Prices are decimal strings in the offering's currency.
+anyone else gets 404. Prices are decimal strings in the offering's currency. Admins
+change an offering's prices and whether it is sold (``PATCH``), as on the pool page.
 """
 
 from typing import Any
 
 from django.db.models import QuerySet
 from django.http import Http404
+from django.utils.translation import gettext as _
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import mixins, serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
 
 from portal import access
 from portal.api.views import PortalViewSet
+from portal.errors import NotPermitted
+from rental.catalog import offerings
 from rental.models import GpuModel, Offering
 
 
@@ -98,6 +104,23 @@ class OfferingSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class OfferingTermsSerializer(serializers.Serializer):
+    """An admin's change of an offering's terms: only the fields sent change (PATCH)."""
+
+    on_demand_price_per_hour = serializers.DecimalField(
+        max_digits=12, decimal_places=6, min_value=0, required=False
+    )
+    spot_price_per_hour = serializers.DecimalField(
+        max_digits=12,
+        decimal_places=6,
+        min_value=0,
+        required=False,
+        allow_null=True,
+        help_text="Null: not sold on spot.",
+    )
+    is_available = serializers.BooleanField(required=False)
+
+
 class OfferingFilter(filters.FilterSet):
     available = filters.BooleanFilter(
         method="filter_available",
@@ -120,6 +143,7 @@ class OfferingFilter(filters.FilterSet):
 class OfferingViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSet):
     serializer_class = OfferingSerializer
     filterset_class = OfferingFilter
+    http_method_names = ["get", "patch", "head", "options"]
     ordering_fields = ["on_demand_price_per_hour", "gpus_per_instance", "instance_type", "region"]
     ordering = ["gpu_model__name", "gpus_per_instance", "on_demand_price_per_hour", "pk"]
 
@@ -127,6 +151,20 @@ class OfferingViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalVi
         if not getattr(self, "swagger_fake_view", False):
             require_catalog_reader(self.request.user)
         return Offering.objects.select_related("account", "gpu_model")
+
+    @extend_schema(
+        summary="Change an offering's prices or whether it is sold (admins)",
+        tags=["catalog"],
+        request=OfferingTermsSerializer,
+        responses=OfferingSerializer,
+    )
+    def partial_update(self, request: Request, pk: str | None = None) -> Response:
+        offering = self.get_object()
+        if not access.is_admin(request.user):
+            raise NotPermitted(_("Only admins set prices."))
+        data = self.validated(OfferingTermsSerializer, request)
+        offerings.set_offering_terms(actor=request.user, offering=offering, source="api", **data)
+        return self.answer(self.get_object())
 
 
 def register(router: BaseRouter) -> None:

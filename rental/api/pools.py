@@ -1,5 +1,5 @@
 """``/api/v1/pools``: each GPU model's pool at a glance, its week of bookings, and (admins)
-its capacity C.
+its settings (C, K, F, cost sharing) and degraded mark, as on the pool page.
 
 What the pools pages show, from the same selectors: C, K, Σ G, GPUs running by tier,
 held for bookings starting, queued demand, and ``degraded`` when C is below Σ G (Q1).
@@ -26,6 +26,7 @@ from rental import selectors
 from rental.api.catalog import require_catalog_reader
 from rental.loans import pools, reservations
 from rental.models import Pool
+from rental.models.capacity import DEGRADED_REASON_LENGTH
 from rental.selectors import PoolOverview
 
 MAX_GPUS = 1_000_000
@@ -55,7 +56,19 @@ class PoolSerializer(serializers.Serializer):
     held_for_reservations = serializers.IntegerField()
     scheduled = serializers.IntegerField(help_text="GPUs booked ahead, not started yet")
     queued = serializers.IntegerField(help_text="GPUs asked by queued leases")
-    state = serializers.SerializerMethodField(help_text="degraded while C is below Σ G (Q1)")
+    committed_monthly_cost = serializers.DecimalField(
+        source="pool.committed_monthly_cost", max_digits=14, decimal_places=2, help_text="F"
+    )
+    apportionment = serializers.ChoiceField(
+        source="pool.apportionment", choices=Pool.Apportionment.choices
+    )
+    residual = serializers.ChoiceField(source="pool.residual", choices=Pool.Residual.choices)
+    state = serializers.SerializerMethodField(
+        help_text="degraded while C is below Σ G (Q1) or an admin marks it"
+    )
+    degraded_reason = serializers.CharField(
+        source="pool.degraded_reason", help_text="Why an admin marked it degraded; empty if not"
+    )
 
     @extend_schema_field(serializers.ChoiceField(choices=Pool.State.choices))
     def get_state(self, overview: PoolOverview) -> str:
@@ -106,12 +119,42 @@ class CapacitySerializer(serializers.Serializer):
     capacity = serializers.IntegerField(min_value=0, max_value=MAX_GPUS)
 
 
+class PoolChangeSerializer(serializers.Serializer):
+    """An admin's change of the pool's settings: only the fields sent change (PATCH)."""
+
+    capacity = serializers.IntegerField(
+        min_value=0, max_value=MAX_GPUS, required=False, help_text="C"
+    )
+    committed_gpus = serializers.IntegerField(
+        min_value=0,
+        max_value=MAX_GPUS,
+        required=False,
+        help_text="K: at most C; 0, or at least Σ G (Q1)",
+    )
+    committed_monthly_cost = serializers.DecimalField(
+        max_digits=14, decimal_places=2, min_value=0, required=False, help_text="F"
+    )
+    apportionment = serializers.ChoiceField(choices=Pool.Apportionment.choices, required=False)
+    residual = serializers.ChoiceField(choices=Pool.Residual.choices, required=False)
+
+
+class DegradedSerializer(serializers.Serializer):
+    degraded = serializers.BooleanField(help_text="true: mark degraded; false: clear the mark")
+    reason = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=DEGRADED_REASON_LENGTH,
+        help_text="Why, required to mark",
+    )
+
+
 @extend_schema_view(
     list=extend_schema(summary="Pools at a glance", tags=["pools"]),
     retrieve=extend_schema(summary="A pool at a glance", tags=["pools"]),
 )
 class PoolViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSet):
     serializer_class = PoolSerializer
+    http_method_names = ["get", "post", "patch", "head", "options"]
     ordering_fields = ["gpu_model__name", "capacity"]
     ordering = ["gpu_model__name"]
     filterset_fields = ["state", "gpu_model"]
@@ -161,13 +204,53 @@ class PoolViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSe
     @action(detail=True, methods=["post"])
     def capacity(self, request: Request, pk: str | None = None) -> Response:
         pool = self.get_object()
-        if not access.is_admin(request.user):
-            raise NotPermitted(_("Only admins change a pool's capacity."))
+        _require_admin(request.user)
         data = self.validated(CapacitySerializer, request)
         pools.set_capacity(
             actor=request.user, gpu_model=pool.gpu_model_id, capacity=data["capacity"], source="api"
         )
         return self.answer(selectors.pool_overview(self.get_object()))
+
+    @extend_schema(
+        summary="Change the pool's capacity, committed GPUs, monthly cost or cost sharing "
+        "(admins; rule Q1)",
+        tags=["pools"],
+        request=PoolChangeSerializer,
+        responses=PoolSerializer,
+    )
+    def partial_update(self, request: Request, pk: str | None = None) -> Response:
+        pool = self.get_object()
+        _require_admin(request.user)
+        data = self.validated(PoolChangeSerializer, request)
+        pools.configure_pool(actor=request.user, gpu_model=pool.gpu_model_id, source="api", **data)
+        return self.answer(selectors.pool_overview(self.get_object()))
+
+    @extend_schema(
+        summary="Mark the pool degraded with a reason, or clear the mark (admins)",
+        tags=["pools"],
+        request=DegradedSerializer,
+        responses=PoolSerializer,
+    )
+    @action(detail=True, methods=["post"])
+    def degraded(self, request: Request, pk: str | None = None) -> Response:
+        pool = self.get_object()
+        _require_admin(request.user)
+        data = self.validated(DegradedSerializer, request)
+        if data["degraded"]:
+            pools.mark_degraded(
+                actor=request.user,
+                gpu_model=pool.gpu_model_id,
+                reason=data.get("reason", ""),
+                source="api",
+            )
+        else:
+            pools.clear_degraded(actor=request.user, gpu_model=pool.gpu_model_id, source="api")
+        return self.answer(selectors.pool_overview(self.get_object()))
+
+
+def _require_admin(user: Any) -> None:
+    if not access.is_admin(user):
+        raise NotPermitted(_("Only admins configure pools."))
 
 
 def register(router: BaseRouter) -> None:

@@ -116,14 +116,18 @@ def quota_change_decided(request: QuotaRequest, *, approved: bool) -> None:
 
 
 def pool_degraded(pool: Pool, *, guaranteed: int) -> None:
+    if pool.capacity < guaranteed:
+        body = _(
+            "Capacity %(c)s is below the %(g)s GPUs guaranteed to projects. "
+            "Guaranteed leases are still never preempted by other projects."
+        ) % {"c": pool.capacity, "g": guaranteed}
+    else:
+        body = _("An admin marked it degraded: %(reason)s") % {"reason": pool.degraded_reason}
     notify(
         admins(),
         subject=_("Pool degraded: %(pool)s") % {"pool": pool},
-        body=_(
-            "Capacity %(c)s is below the %(g)s GPUs guaranteed to projects. "
-            "Guaranteed leases are still never preempted by other projects."
-        )
-        % {"c": pool.capacity, "g": guaranteed},
+        body=body,
+        link=reverse("rental:pool", kwargs={"pk": pool.pk}),
     )
 
 

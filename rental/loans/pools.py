@@ -1,6 +1,10 @@
-"""A pool's state (Q1) and availability watches (point 3)."""
+"""A pool's configuration and state (Q1): its capacity, commitment and cost sharing as an
+admin sets them, degraded when C falls below Σ G or an admin marks it; and availability
+watches."""
 
 from datetime import datetime
+from decimal import Decimal
+from typing import Any
 
 from django.db import transaction
 from django.db.models import Sum
@@ -8,25 +12,46 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from portal import access, audit
-from portal.errors import InvalidInput, NotPermitted
+from portal.errors import InvalidInput, InvalidTransition, NotPermitted
+from portal.numbers import decimal_number, whole_number
+from portal.text import plain_text
 from rental import jobs
 from rental.loans import messages
 from rental.loans.standing import lock_pool, pool_use
 from rental.models import AvailabilityWatch, GpuModel, Pool, Quota
+from rental.models.capacity import DEGRADED_REASON_LENGTH
+
+# The most GPUs a pool may be configured with: far beyond any cloud account's quota, and
+# within what every sum over pools keeps exact (the API's bound too).
+MAX_GPUS = 1_000_000
+# The fixed monthly cost's column: 14 digits with two decimals.
+COST_BELOW = Decimal(10) ** 12
+# What an admin changes on a pool: its capacity and commitment (Q1) and how its cost is
+# shared (B5). The pool's GPU model is its identity; its state follows from these.
+SETTINGS = ("capacity", "committed_gpus", "committed_monthly_cost", "apportionment", "residual")
 
 
-def refresh_state(pool: Pool, *, now: datetime | None = None) -> Pool:
-    """Within the caller's transaction, pool locked: C below Σ G makes the pool
-    ``degraded`` and alerts the admins once; back within, it is ``ok`` again (Q1)."""
-    total = (
+def guaranteed_total(pool: Pool) -> int:
+    """Σ G over the quotas of the pool's GPU model."""
+    return (
         Quota.objects.filter(gpu_model_id=pool.gpu_model_id).aggregate(g=Sum("guaranteed"))["g"]
         or 0
     )
-    state = Pool.State.DEGRADED if pool.capacity < total else Pool.State.OK
+
+
+def refresh_state(pool: Pool, *, now: datetime | None = None) -> Pool:
+    """Within the caller's transaction, pool locked: C below Σ G, or an admin's mark, makes
+    the pool ``degraded`` and alerts the admins once; with neither it is ``ok`` again (Q1)."""
+    total = guaranteed_total(pool)
+    below = pool.capacity < total
+    state = Pool.State.DEGRADED if below or pool.degraded_reason else Pool.State.OK
     if state != pool.state:
         before = pool.state
         pool.state = state
         pool.save(update_fields=["state"])
+        after: dict[str, Any] = {"state": state, "capacity": pool.capacity, "guaranteed": total}
+        if pool.degraded_reason:
+            after["degraded_reason"] = pool.degraded_reason
         audit.record(
             actor=None,
             verb="pool.state",
@@ -34,38 +59,178 @@ def refresh_state(pool: Pool, *, now: datetime | None = None) -> Pool:
             source="worker",
             at=now or timezone.now(),
             before={"state": before},
-            after={"state": state, "capacity": pool.capacity, "guaranteed": total},
+            after=after,
         )
         if state == Pool.State.DEGRADED:
             messages.pool_degraded(pool, guaranteed=total)
     return pool
 
 
-@transaction.atomic
-def set_capacity(*, actor, gpu_model: GpuModel | int, capacity: int, source: str = "web") -> Pool:
-    """Change C (admins): the state follows Q1 and the queue is admitted into new room."""
+def _require_admin(actor: Any) -> None:
     if not access.is_admin(actor):
-        raise NotPermitted(_("Only admins change a pool's capacity."))
-    pool = lock_pool(gpu_model)
-    if not isinstance(capacity, int) or capacity < pool.committed_gpus:
+        raise NotPermitted(_("Only admins configure pools."))
+
+
+def check_settings(pool: Pool, *, guaranteed: int, **asked: Any) -> dict[str, Any]:
+    """The settings ``asked`` (raw, as typed or as the API typed them; a name left out
+    keeps its value) cleaned and checked against Q1 for a pool whose quotas guarantee
+    ``guaranteed`` GPUs: C and K whole numbers, K ≤ C, a changed K > 0 at least Σ G (every
+    guarantee prepaid), F in whole cents within its column, the cost modes known. Raises
+    InvalidInput naming the first field at fault; returns every setting's new value.
+
+    C may fall below Σ G: the capacity is what the cloud gives, and the pool then becomes
+    degraded (``refresh_state``) rather than the change being refused."""
+    unknown = set(asked) - set(SETTINGS)
+    if unknown:
+        raise ValueError(f"not pool settings: {sorted(unknown)}")
+    values = {name: getattr(pool, name) for name in SETTINGS}
+    if "capacity" in asked:
+        values["capacity"] = whole_number(asked["capacity"], field="capacity", maximum=MAX_GPUS)
+    if "committed_gpus" in asked:
+        values["committed_gpus"] = whole_number(
+            asked["committed_gpus"], field="committed_gpus", maximum=MAX_GPUS
+        )
+    capacity, committed = values["capacity"], values["committed_gpus"]
+    if committed > capacity:
+        if "committed_gpus" in asked and committed != pool.committed_gpus:
+            raise InvalidInput(
+                _("The committed GPUs K (%(k)s) cannot be more than the capacity C (%(c)s).")
+                % {"k": committed, "c": capacity},
+                code="committed_over_capacity",
+                field="committed_gpus",
+            )
         raise InvalidInput(
             _("The capacity must be a whole number of at least the committed GPUs (%(k)s).")
-            % {"k": pool.committed_gpus},
+            % {"k": committed},
+            code="committed_over_capacity",
             field="capacity",
         )
-    before = pool.capacity
-    pool.capacity = capacity
-    pool.save(update_fields=["capacity"])
+    if committed != pool.committed_gpus and 0 < committed < guaranteed:
+        raise InvalidInput(
+            _(
+                "Guarantees total %(g)s GPUs: the committed GPUs K must be 0 or at least "
+                "%(g)s, so that every guarantee is prepaid (rule Q1)."
+            )
+            % {"g": guaranteed},
+            code="guarantees_over_capacity",
+            field="committed_gpus",
+            figures={"total": guaranteed, "bound": committed, "left": 0},
+        )
+    if "committed_monthly_cost" in asked:
+        values["committed_monthly_cost"] = decimal_number(
+            asked["committed_monthly_cost"],
+            field="committed_monthly_cost",
+            places=2,
+            below=COST_BELOW,
+        )
+    for name, choices in (("apportionment", Pool.Apportionment), ("residual", Pool.Residual)):
+        if name in asked:
+            value = "" if asked[name] is None else str(asked[name])
+            if value not in choices.values:
+                raise InvalidInput(
+                    _("Choose one of: %(choices)s.")
+                    % {"choices": ", ".join(str(label) for label in choices.labels)},
+                    field=name,
+                )
+            values[name] = value
+    return values
+
+
+@transaction.atomic
+def configure_pool(
+    *, actor: Any, gpu_model: GpuModel | int, source: str = "web", **asked: Any
+) -> Pool:
+    """An admin changes some of the pool's ``SETTINGS`` (a name left out keeps its
+    value). Q1 is checked under the pool's lock (``check_settings``); a refusal writes
+    nothing. The changed settings are written with one audit event (``pool.changed``,
+    before and after of what changed), the state follows Q1, and the queue is admitted
+    into any new room. Asking for the values the pool already has changes nothing."""
+    _require_admin(actor)
+    pool = lock_pool(gpu_model)
+    values = check_settings(pool, guaranteed=guaranteed_total(pool), **asked)
+    changed = [name for name in SETTINGS if values[name] != getattr(pool, name)]
+    if not changed:
+        return pool
+    before = {name: getattr(pool, name) for name in changed}
+    for name in changed:
+        setattr(pool, name, values[name])
+    pool.save(update_fields=changed)
     audit.record(
         actor=actor,
-        verb="pool.capacity",
+        verb="pool.changed",
         obj=pool,
         source=source,
-        before={"capacity": before},
-        after={"capacity": capacity},
+        before=before,
+        after={name: values[name] for name in changed},
     )
     refresh_state(pool)
-    jobs.admit_queued_on_commit(pool.gpu_model_id)
+    if "capacity" in changed:
+        jobs.admit_queued_on_commit(pool.gpu_model_id)
+    return pool
+
+
+def set_capacity(
+    *, actor: Any, gpu_model: GpuModel | int, capacity: Any, source: str = "web"
+) -> Pool:
+    """Change C alone (admins): ``configure_pool`` with the capacity only."""
+    return configure_pool(actor=actor, gpu_model=gpu_model, capacity=capacity, source=source)
+
+
+@transaction.atomic
+def mark_degraded(
+    *, actor: Any, gpu_model: GpuModel | int, reason: Any, source: str = "web"
+) -> Pool:
+    """An admin marks the pool degraded for a reason the numbers do not show (the cloud
+    cut the account's GPUs, a region is down): the pool is degraded until the mark is
+    cleared, the admins are told (``refresh_state``), and the mark is audited
+    (``pool.marked_degraded``). A new reason replaces the old one."""
+    _require_admin(actor)
+    reason = plain_text(
+        reason, field="reason", max_length=DEGRADED_REASON_LENGTH, label=_("Reason")
+    )
+    if not reason:
+        raise InvalidInput(_("Say why the pool is degraded."), field="reason")
+    pool = lock_pool(gpu_model)
+    if reason == pool.degraded_reason:
+        return pool
+    before = {"state": pool.state, "degraded_reason": pool.degraded_reason}
+    pool.degraded_reason = reason
+    pool.save(update_fields=["degraded_reason"])
+    audit.record(
+        actor=actor,
+        verb="pool.marked_degraded",
+        obj=pool,
+        source=source,
+        before=before,
+        after={"state": Pool.State.DEGRADED, "degraded_reason": reason},
+    )
+    return refresh_state(pool)
+
+
+@transaction.atomic
+def clear_degraded(*, actor: Any, gpu_model: GpuModel | int, source: str = "web") -> Pool:
+    """An admin clears their mark (``pool.degraded_cleared``). The pool is ``ok`` again
+    unless its capacity is still below its guarantees (Q1), which only a change of C or
+    of the quotas mends. A pool not marked by hand is refused (nothing to clear)."""
+    _require_admin(actor)
+    pool = lock_pool(gpu_model)
+    if not pool.degraded_reason:
+        raise InvalidTransition(
+            _("This pool is not marked degraded by an admin; there is no mark to clear."),
+            code="not_marked",
+        )
+    before = {"state": pool.state, "degraded_reason": pool.degraded_reason}
+    pool.degraded_reason = ""
+    pool.save(update_fields=["degraded_reason"])
+    refresh_state(pool)
+    audit.record(
+        actor=actor,
+        verb="pool.degraded_cleared",
+        obj=pool,
+        source=source,
+        before=before,
+        after={"state": pool.state},
+    )
     return pool
 
 

@@ -7,6 +7,8 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+DEGRADED_REASON_LENGTH = 300
+
 
 class Pool(models.Model):
     class State(models.TextChoices):
@@ -45,6 +47,11 @@ class Pool(models.Model):
         max_length=16,
         choices=Residual.choices,
         default=Residual.SHARED,
+    )
+    # An admin's own mark (the cloud cut the account's GPUs, a region is down): the pool
+    # stays degraded while it is set, whatever C and Σ G say. Empty: not marked by hand.
+    degraded_reason = models.CharField(
+        _("why an admin marked it degraded"), max_length=DEGRADED_REASON_LENGTH, blank=True
     )
 
     class Meta:

@@ -1,77 +1,26 @@
-"""Web pages of the loan model beyond the lease itself: pools and their week, extending
-a lease, availability watches and quota requests. Views parse input, call one service or
+"""Web pages of the loan model beyond the lease itself: extending and rescheduling a
+lease, availability watches, quota requests and auto-approve limits (the pools pages are
+in ``rental.views.pools``). Views parse input, call one service or
 selector, and render."""
 
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import timedelta
 from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
-from django.utils import timezone
+from django.shortcuts import redirect
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from portal import access
 from portal.errors import DomainError, InvalidInput
-from rental import selectors
 from rental.forms import RescheduleForm
 from rental.loans import extension, pools, quota_requests, reservations
-from rental.models import GpuModel, Pool, Quota, QuotaRequest, Reservation
+from rental.models import GpuModel, Quota, QuotaRequest, Reservation
 from rental.views.leases import project_page
 
 Status = Reservation.Status
-
-
-def _may_see_pools(user: Any) -> bool:
-    return access.sees_everything(user) or bool(access.roles(user))
-
-
-@login_required
-def pool_list(request: HttpRequest) -> HttpResponse:
-    if not _may_see_pools(request.user):
-        raise Http404
-    pools = selectors.pool_overviews(Pool.objects.select_related("gpu_model"))
-    return render(request, "rental/capacity/pools.html", {"pools": pools})
-
-
-@login_required
-def pool_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    """A pool at a glance and its week: booked capacity against C (reserved, guaranteed
-    floor, free) so a person can see where a booking fits before asking. Aggregates only:
-    no project's leases are shown."""
-    if not _may_see_pools(request.user):
-        raise Http404
-    pool = Pool.objects.select_related("gpu_model").filter(pk=pk).first()
-    if pool is None:
-        raise Http404
-    today = timezone.now().date()
-    try:
-        first = (
-            date.fromisoformat(request.GET.get("week", "")) if request.GET.get("week") else today
-        )
-    except ValueError:
-        first = today
-    monday = first - timedelta(days=first.weekday())
-    since = datetime.combine(monday, time(0), tzinfo=UTC)
-    steps = reservations.week(pool, since=since)
-    days = [monday + timedelta(days=day) for day in range(7)]
-    rows = [
-        {"hour": hour, "cells": [steps[day * 24 + hour] for day in range(7)]} for hour in range(24)
-    ]
-    return render(
-        request,
-        "rental/capacity/pool.html",
-        {
-            "overview": selectors.pool_overview(pool),
-            "days": days,
-            "rows": rows,
-            "monday": monday,
-            "previous": monday - timedelta(days=7),
-            "next": monday + timedelta(days=7),
-        },
-    )
 
 
 # --- Extend, watch, quota requests -------------------------------------------------------

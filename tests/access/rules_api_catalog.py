@@ -74,6 +74,11 @@ RULES: dict[str, Expect] = {
         kwargs=lambda w: {"pk": w.f0.pool.pk},
         note="Admins set C; everyone who sees the pool is told no.",
     ),
+    "api:pool-degraded": Expect(
+        post=(403, 403, 403, 400, 403, ANON),
+        kwargs=lambda w: {"pk": w.f0.pool.pk},
+        note="Admins mark a pool degraded or clear the mark.",
+    ),
     "api:quota-list": Expect(
         get=EVERYONE,
         post=(403, 403, 403, 400, 403, ANON),

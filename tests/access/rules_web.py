@@ -220,6 +220,22 @@ RULES: dict[str, Expect] = {
     ),
     "rental:pools": Expect(get=EVERYONE),
     "rental:pool": Expect(get=EVERYONE, kwargs=lambda world: {"pk": world.f0.pool.pk}),
+    "rental:pool_settings": Expect(
+        get=POST_ONLY,
+        post=(404, 404, 404, 400, 404, 302),  # an empty form: the capacity's field error
+        kwargs=lambda world: {"pk": world.f0.pool.pk},
+        note="Admins configure pools on the pool page; to anyone else it does not exist.",
+    ),
+    "rental:pool_degraded": Expect(
+        get=POST_ONLY,
+        post=(404, 404, 404, 400, 404, 302),  # marking needs a reason
+        kwargs=lambda world: {"pk": world.f0.pool.pk},
+    ),
+    "rental:offering_terms": Expect(
+        get=POST_ONLY,
+        post=(404, 404, 404, 400, 404, 302),  # an empty form: the on-demand price's error
+        kwargs=lambda world: {"pk": world.f0.pool.pk, "offering_pk": world.f0.offering.pk},
+    ),
     # --- Images, keys, projects, volumes ----------------------------------------------------
     "rental:images": Expect(get=EVERYONE),
     "rental:ssh_keys": Expect(get=EVERYONE, post=(200, 200, 200, 200, 200, 302)),

@@ -61,6 +61,10 @@ def test_it_shows_a_pool_as_its_page_does(busy):
         "scheduled": 2,
         "queued": 2,
         "state": "ok",
+        "committed_monthly_cost": "0.00",
+        "apportionment": "hybrid",
+        "residual": "shared",
+        "degraded_reason": "",
     }
     listed = client_for(finance()).get(reverse("api:pool-list")).json()
     assert listed["count"] == 1 and listed["results"][0] == answer.json()
@@ -129,7 +133,7 @@ def test_it_lets_an_admin_set_the_capacity_and_marks_the_pool_degraded(f0):
     assert (answer.json()["capacity"], answer.json()["state"]) == (5, "degraded")
     pool = Pool.objects.get()
     assert (pool.capacity, pool.state) == (5, "degraded")
-    event = AuditEvent.objects.get(verb="pool.capacity")
+    event = AuditEvent.objects.get(verb="pool.changed")
     assert (event.source, event.before, event.after) == ("api", {"capacity": 8}, {"capacity": 5})
     back = client_for(f0.admin).post(url, {"capacity": 12}, format="json").json()
     assert (back["capacity"], back["state"]) == (12, "ok")
@@ -166,7 +170,7 @@ def test_it_refuses_a_capacity_below_the_committed_gpus(f0):
     assert answer.json()["errors"] == {"capacity": [answer.json()["detail"]]}
     assert post_raw(client_for(f0.admin), url, NOT_JSON).status_code == 400
     assert Pool.objects.get().capacity == 8
-    assert not AuditEvent.objects.filter(verb="pool.capacity").exists()
+    assert not AuditEvent.objects.filter(verb="pool.changed").exists()
 
 
 def test_it_lists_pools_in_a_fixed_number_of_queries(f0, t0, django_assert_num_queries):

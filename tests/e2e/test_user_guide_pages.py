@@ -39,6 +39,7 @@ PAGES = [
     ("fiona", "/billing/finance/", "Statements for", "finance-overview"),
     ("fiona", "/billing/projects/vision/statement/", "Statement", "finance-statement"),
     ("admin", "/admin/rental/provideraccount/", "Demo cloud", "admin-provider-accounts"),
+    ("admin", "/pools/", "Pools", "admin-pool", open_a_busy_pool),
     ("admin", "/audit/", "Audit", "admin-audit-log"),
 ]
 

@@ -1,0 +1,67 @@
+"""How the portal's own audit events read (``portal.audit_log``): projects, members and
+API tokens."""
+
+from collections.abc import Mapping
+
+from django.urls import reverse
+from django.utils.translation import gettext_lazy as _
+
+from portal.audit_log import Kind, Named, Value, Verb, choice, numeric_ids
+from portal.models import ApiToken, Membership, Project
+
+
+def _projects(ids: list[str]) -> Mapping[str, Named]:
+    return {
+        str(project.pk): Named(project.name, reverse("rental:project", args=[project.slug]))
+        for project in Project.objects.filter(pk__in=numeric_ids(ids))
+    }
+
+
+def _memberships(ids: list[str]) -> Mapping[str, Named]:
+    found = Membership.objects.filter(pk__in=numeric_ids(ids)).select_related("user", "project")
+    return {
+        str(m.pk): Named(
+            _("%(user)s in %(project)s")
+            % {"user": m.user.get_username(), "project": m.project.name},
+            reverse("rental:project", args=[m.project.slug]),
+        )
+        for m in found
+    }
+
+
+def _tokens(ids: list[str]) -> Mapping[str, Named]:
+    return {
+        str(token.pk): Named(_("“%(name)s”") % {"name": token.name})
+        for token in ApiToken.objects.filter(pk__in=numeric_ids(ids))
+    }
+
+
+VERBS = {
+    "project.created": Verb(_("%(actor)s created the project %(object)s"), _("Project created")),
+    "project.renamed": Verb(
+        _("%(actor)s renamed the project %(was_name)s to %(object)s"), _("Project renamed")
+    ),
+    "membership.set": Verb(
+        _("%(actor)s made %(user)s %(role)s of %(in_project)s"), _("Member added or changed")
+    ),
+    "membership.removed": Verb(
+        _("%(actor)s removed %(was_user)s from %(in_project)s"), _("Member removed")
+    ),
+    "token.created": Verb(_("%(actor)s created the API token %(object)s"), _("API token created")),
+    "token.revoked": Verb(_("%(actor)s revoked the API token %(object)s"), _("API token revoked")),
+}
+
+KINDS = {
+    "portal.project": Kind(_("project"), _projects),
+    "portal.membership": Kind(_("membership"), _memberships),
+    "portal.apitoken": Kind(_("API token"), _tokens),
+}
+
+VALUES = {
+    "name": Value(_("Name")),
+    "slug": Value(_("Short name")),
+    "cost_center": Value(_("Cost center")),
+    "user": Value(_("Person")),
+    "role": Value(_("Role"), choice(Membership.Role)),
+    "expires_at": Value(_("Expires")),
+}
