@@ -16,6 +16,31 @@
   // Partials swapped in by HTMX (the estimate, panels) bring their own bars.
   document.addEventListener("htmx:load", function (event) { placeBars(event.detail.elt); });
 
+  // <form data-latest-answer hx-sync="this:queue last">: only the answer to the latest
+  // trigger is swapped in. A trigger while a request is in flight queues behind it (no
+  // abort, so no htmx:sendAbort error in the console) and makes the answer in flight
+  // stale: it is dropped, so an older choice never comes back into the fields it redraws.
+  var asked = new WeakMap();
+  document.addEventListener("htmx:confirm", function (event) {
+    var element = event.detail.elt;
+    if (element.hasAttribute("data-latest-answer")) {
+      asked.set(element, (asked.get(element) || 0) + 1);
+    }
+  });
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var element = event.detail.elt;
+    if (element.hasAttribute("data-latest-answer")) {
+      event.detail.xhr.portalAsked = asked.get(element);
+    }
+  });
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var element = event.detail.requestConfig && event.detail.requestConfig.elt;
+    if (element && element.hasAttribute("data-latest-answer") &&
+        event.detail.xhr.portalAsked !== asked.get(element)) {
+      event.detail.shouldSwap = false;
+    }
+  });
+
   // <form data-confirm="Are you sure?"> asks before it is sent.
   document.addEventListener("submit", function (event) {
     var form = event.target.closest("form[data-confirm]");
