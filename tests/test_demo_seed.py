@@ -8,21 +8,26 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management import call_command
+from django.db import models
 from django.utils import timezone
 
 from billing.models import Budget
+from billing.reports import idle_waste
 from portal.models import FINANCE_GROUP, AuditEvent, Membership, Project
+from rental.catalog.volumes import volume_zones
 from rental.loans.quotas import check_quota
 from rental.management.commands.seed_demo import DEMO_ACCOUNT
 from rental.models import (
     Image,
     Instance,
+    Offering,
     Pool,
     Quota,
     Reservation,
     SshKey,
     Tier,
     UsageRecord,
+    UtilizationRollup,
 )
 from tests import factories
 
@@ -38,6 +43,7 @@ COUNTED = (
     Reservation,
     Instance,
     UsageRecord,
+    UtilizationRollup,
     Budget,
     AuditEvent,
 )
@@ -165,3 +171,31 @@ def test_it_keeps_history_within_capacity_guarantees_and_ceilings(demo_account):
         assert peak(intervals) <= quotas[key].guaranteed
     for key, intervals in non_spot.items():
         assert peak(intervals) <= quotas[key].ceiling
+
+
+def test_it_gives_the_offerings_zones_so_data_volumes_can_be_made(demo_account):
+    call_command("load_catalog", "--account", DEMO_ACCOUNT, stdout=StringIO())
+    kept = Offering.objects.filter(account=demo_account).first()
+    kept.zones = ["us-east-1f"]  # an admin's choice
+    kept.save()
+    seed()
+
+    offerings = Offering.objects.filter(account=demo_account)
+    assert not offerings.filter(zones=[]).exists()
+    assert offerings.get(pk=kept.pk).zones == ["us-east-1f"]
+    assert {zone.zone for zone in volume_zones()} >= {"us-east-1a", "us-east-1b", "us-east-1c"}
+
+
+def test_it_seeds_the_history_utilization_the_idle_waste_report_reads(demo_account):
+    seed()
+
+    rollups = UtilizationRollup.objects.all()
+    assert rollups.exists()
+    assert not rollups.filter(idle_samples__gt=models.F("samples")).exists()
+    reaped = Reservation.objects.filter(end_reason="idle").first()
+    assert reaped is not None
+    last = UtilizationRollup.objects.filter(instance__reservation=reaped).order_by("hour").last()
+    assert last.idle_samples > 0  # the idle stretch that reaped it
+    for project in Project.objects.all():
+        waste = idle_waste(project_id=project.pk, now=timezone.now())
+        assert sum(row.idle_gpu_seconds for row in waste) > 0, project.slug
