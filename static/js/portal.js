@@ -50,7 +50,10 @@
     }
   }, true);
 
-  // <button data-copy="#selector"> copies that element's text.
+  // <button data-copy="#selector"> copies that element's text. Where the browser refuses
+  // (no clipboard permission, an insecure address), the text is selected instead, for
+  // Ctrl-C: nothing is left unanswered in the console. The off-screen buffer of the
+  // fallback is placed by a class (portal.css), not by a style the policy would refuse.
   function copyText(text) {
     if (navigator.clipboard && window.isSecureContext) {
       return navigator.clipboard.writeText(text);
@@ -58,12 +61,20 @@
     var area = document.createElement("textarea");
     area.value = text;
     area.setAttribute("readonly", "");
-    area.style.position = "fixed";
-    area.style.opacity = "0";
+    area.className = "copy-buffer";
     document.body.appendChild(area);
     area.select();
-    try { document.execCommand("copy"); } finally { document.body.removeChild(area); }
-    return Promise.resolve();
+    var copied = false;
+    try { copied = document.execCommand("copy"); } finally { document.body.removeChild(area); }
+    return copied ? Promise.resolve() : Promise.reject(new Error("copy refused"));
+  }
+
+  function selectText(element) {
+    var range = document.createRange();
+    range.selectNodeContents(element);
+    var selection = window.getSelection();
+    selection.removeAllRanges();
+    selection.addRange(range);
   }
 
   document.addEventListener("click", function (event) {
@@ -75,7 +86,7 @@
       copyText(source.textContent.trim()).then(function () {
         button.textContent = button.dataset.copied || "✓";
         window.setTimeout(function () { button.textContent = label; }, 1500);
-      });
+      }, function () { selectText(source); });
       return;
     }
     // Close an open user menu when clicking elsewhere.
