@@ -223,8 +223,13 @@ def test_it_says_why_no_volume_can_be_made_when_no_offering_lists_zones(f0, clie
 
 
 def test_it_tells_who_may_not_make_volumes_that_members_may(f0, client):
+    client.force_login(f0.admin)
+    url = f"/projects/{f0.alpha.slug}/volumes/"
+    page = client.get(url).content.decode()
+    # The admin, who can fix it, reads why too, with the way to the offerings.
+    assert 'id="volumes-why-not"' in page and "/admin/rental/offering/" in page
     f0.offering.zones = ["us-east-1a"]
     f0.offering.save()
-    client.force_login(f0.admin)
-    page = client.get(f"/projects/{f0.alpha.slug}/volumes/").content.decode()
+    page = client.get(url).content.decode()
     assert 'id="volumes-members-only"' in page and "Create volume" not in page
+    assert 'id="volumes-why-not"' not in page
