@@ -8,6 +8,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management import call_command
+from django.core.management.base import OutputWrapper
 from django.db import models
 from django.utils import timezone
 
@@ -15,9 +16,12 @@ from billing.models import Budget
 from billing.reports import idle_waste
 from portal.models import FINANCE_GROUP, AuditEvent, Membership, Project
 from rental.catalog.volumes import volume_zones
+from rental.demo import DEMO_LIVE_LEASES, restore_volumes, start_live_leases
+from rental.fleet.cloud import provider_for
 from rental.loans.quotas import check_quota
 from rental.management.commands.seed_demo import DEMO_ACCOUNT
 from rental.models import (
+    DataVolume,
     Image,
     Instance,
     Offering,
@@ -199,3 +203,57 @@ def test_it_seeds_the_history_utilization_the_idle_waste_report_reads(demo_accou
     for project in Project.objects.all():
         waste = idle_waste(project_id=project.pk, now=timezone.now())
         assert sum(row.idle_gpu_seconds for row in waste) > 0, project.slug
+
+
+def test_it_starts_a_training_run_and_a_notebook_through_the_service(demo_account):
+    seed()
+    out = StringIO()
+
+    assert start_live_leases(OutputWrapper(out)) == 2
+
+    live = Reservation.objects.exclude(status__in=Reservation.FINAL).order_by("pk")
+    leases = {lease.requester.username: lease for lease in live}
+    assert leases["chen"].image.name.startswith("Deep Learning Base")
+    assert "TensorBoard" in leases["chen"].image.frameworks
+    assert leases["erik"].image.name.startswith("Jupyter Lab")  # the one that goes idle
+    assert [lease.purpose for lease in leases.values()] == [s.purpose for s in DEMO_LIVE_LEASES]
+    assert {lease.status for lease in leases.values()} == {"provisioning"}
+    Quota.objects.filter(project__slug="vision").update(guaranteed=0, ceiling=0)
+    assert start_live_leases(OutputWrapper(out)) == 1
+    assert "erik's lease was not started" in out.getvalue()
+
+
+def test_it_puts_the_last_runs_volumes_back_in_a_new_empty_cloud(cloud, db):
+    account = factories.account(name=DEMO_ACCOUNT, endpoint_url=cloud.url)
+    project = factories.project("vision")
+    kept = DataVolume.objects.create(
+        project=project,
+        account=account,
+        name="datasets",
+        region="us-east-1",
+        zone="us-east-1b",
+        size_gb=50,
+        volume_id="vol-0fromthelastrun",
+        state=DataVolume.State.IN_USE,
+        device="/dev/sdf",
+    )
+    DataVolume.objects.create(
+        project=project,
+        account=account,
+        name="gone",
+        zone="us-east-1a",
+        size_gb=5,
+        volume_id="vol-0deleted",
+        state=DataVolume.State.DELETED,
+    )
+
+    assert restore_volumes(account) == 1
+
+    kept.refresh_from_db()
+    assert (kept.state, kept.device, kept.attached_instance) == ("available", "", None)
+    found = provider_for(Instance(account=account)).describe_volumes(
+        [kept.volume_id], region="us-east-1"
+    )
+    assert [(v.zone, v.size_gb, v.state) for v in found] == [("us-east-1b", 50, "available")]
+    assert restore_volumes(account) == 1  # each start: the same volume, not a second one
+    assert cloud.count("CreateVolume") == 1
