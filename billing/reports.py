@@ -23,7 +23,6 @@ from rental import billing_reads
 from rental.models import GpuModel, Pool
 from rental.selectors import usage_for_period
 
-SAMPLE_SECONDS = 60  # the agent reports once a minute (L6)
 ADVICE_DAYS = 90
 HOURS_PER_MONTH = Decimal(730)
 
@@ -120,13 +119,21 @@ class IdleWaste:
         return (Decimal(self.idle_gpu_seconds) / SECONDS_PER_HOUR).quantize(Decimal("0.01"))
 
 
+def sample_seconds() -> int:
+    """How long one agent sample stands for: the agents' interval (L6: a minute unless the
+    site sets ``PORTAL_AGENT_HEARTBEAT_SECONDS``, as the demo does)."""
+    return settings.PORTAL_AGENT_HEARTBEAT_SECONDS
+
+
 def idle_waste(*, project_id: int, now: datetime, days: int = ADVICE_DAYS) -> list[IdleWaste]:
     """Paid GPU-hours whose samples were idle (L6, the site's threshold), per GPU model,
-    over the last ``days``: each idle sample stands for one sampling interval of all the
-    instance's GPUs, priced at the instance's captured rate. Read from the hourly rollups
+    over the last ``days``: each idle sample stands for one sampling interval (the agents'
+    interval, ``sample_seconds``) of all the instance's GPUs, priced at the instance's
+    captured rate. Read from the hourly rollups
     (and the recent samples not rolled up yet), so the window is not bounded by how long
     raw samples are kept."""
     start = now - timedelta(days=days)
+    interval = sample_seconds()
     names = dict(GpuModel.objects.values_list("pk", "name"))
     samples: dict[int, int] = defaultdict(int)
     idle: dict[int, int] = defaultdict(int)
@@ -136,9 +143,9 @@ def idle_waste(*, project_id: int, now: datetime, days: int = ADVICE_DAYS) -> li
         model = hour.gpu_model_id
         samples[model] += hour.samples
         idle[model] += hour.idle_samples
-        seconds[model] += SAMPLE_SECONDS * hour.gpu_count * hour.idle_samples
+        seconds[model] += interval * hour.gpu_count * hour.idle_samples
         exact[model] += to_billing_currency(
-            Decimal(SAMPLE_SECONDS * hour.idle_samples) * hour.rate_per_hour / SECONDS_PER_HOUR,
+            Decimal(interval * hour.idle_samples) * hour.rate_per_hour / SECONDS_PER_HOUR,
             hour.exchange_rate,
         )
     return [

@@ -27,7 +27,6 @@ the same cloud, and ``reset()`` empties it for all of them.
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import re
 import signal
@@ -40,8 +39,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http import HTTPStatus
-from typing import Any
-from urllib.parse import parse_qs
+from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape
 
 from moto import settings as moto_settings
@@ -53,7 +51,11 @@ from moto.moto_server.werkzeug_app import (
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from devcloud.describe import fast_describe_instances, without_instances
+from devcloud.query import query_params as _params
 from devcloud.tokens import MISMATCH_CODE, MISMATCH_MESSAGE, ClientTokens, TokenMismatch
+
+if TYPE_CHECKING:
+    from devcloud.machines import Machines
 
 Environ = dict[str, Any]
 StartResponse = Callable[..., Any]
@@ -141,32 +143,6 @@ def _access_key_id(environ: Environ) -> str:
         if match:
             return match.group(1)
     return ""
-
-
-def _params(environ: Environ) -> dict[str, str]:
-    """The EC2 Query parameters of the request (``Action``, ``InstanceType``,
-    ``Placement.AvailabilityZone``, …); a form body is buffered and put back."""
-    query = {key: values[0] for key, values in parse_qs(environ.get("QUERY_STRING", "")).items()}
-    if "Action" in query:
-        return query
-    content_type = environ.get("CONTENT_TYPE", "")
-    if environ.get("REQUEST_METHOD") != "POST" or "x-www-form-urlencoded" not in content_type:
-        return query
-    try:
-        length = int(environ.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        length = 0
-    stream = environ["wsgi.input"]
-    if length > 0:
-        body = stream.read(length)
-    elif environ.get("wsgi.input_terminated"):
-        body = stream.read()
-    else:
-        body = b""
-    environ["wsgi.input"] = io.BytesIO(body)
-    environ["CONTENT_LENGTH"] = str(len(body))
-    form = parse_qs(body.decode("utf-8", errors="replace"))
-    return {key: values[0] for key, values in form.items()}
 
 
 _SCOPE_REGION = re.compile(r"Credential=[^/,\s]+/\d{8}/([a-z0-9-]+)/")
@@ -529,16 +505,19 @@ def _accept_any_instance_type_and_image() -> None:
     os.environ.setdefault("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
 
 
-def start(port: int | None = None, *, verbose: bool = False) -> LocalCloud:
+def start(
+    port: int | None = None, *, verbose: bool = False, machines: Machines | None = None
+) -> LocalCloud:
     """Start a local cloud on 127.0.0.1 and return once it accepts connections.
 
-    ``port`` None or 0 picks a free port. ``verbose`` logs every request to stderr."""
+    ``port`` None or 0 picks a free port. ``verbose`` logs every request to stderr.
+    ``machines`` (the demo's): run the agent of every instance launched (devcloud.machines)."""
     _accept_any_instance_type_and_image()
     injector = FaultInjector(DomainDispatcherApplication(create_backend_app))
     server = make_server(
         HOST,
         port or 0,
-        injector,
+        machines.middleware(injector) if machines else injector,
         threaded=True,
         request_handler=MotoRequestHandler if verbose else _QuietRequestHandler,
     )

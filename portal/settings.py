@@ -245,6 +245,8 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "GPU Portal <gpu-portal@local
 # Celery: Redis in production and tests; kombu's filesystem transport in the demo.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
+    # kombu's filesystem transport, with messages that appear whole (portal.demo_broker).
+    CELERY_BROKER_TRANSPORT = "portal.demo_broker:Transport"
     _broker_dir = VAR_DIR / "broker"
     for _sub in ("queue", "processed", "control"):
         (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)

@@ -149,14 +149,23 @@ class LeaseRequestForm(PlainTextForm):
         self.fields["gpu_model"].queryset = GpuModel.objects.filter(
             pk__in=[m.pk for m in models]
         ).order_by("name")
-        # A new form starts on a model that one GPU on demand (its first values) can be
-        # launched on now: one that no offering fits would open the form on a refusal.
+        # A new form opens ready to send: on this person's last request in the project
+        # if it would still run now, else on the cheapest model one GPU would run on now;
+        # failing both, on a model one GPU on demand fits (never on a refusal if avoidable).
         preferred = models
-        if models and not self.is_bound:
-            fits = selectors.gpu_models_that_fit(
-                (m.pk for m in models), gpu_count=1, market=Market.ON_DEMAND
+        if models and not self.is_bound and "gpu_model" not in self.initial:
+            default = selectors.request_default(
+                user=user, project=self.current_project, gpu_model_ids=[m.pk for m in models]
             )
-            preferred = sorted(models, key=lambda m: m.pk not in fits)
+            if default is not None:
+                model_id, count = default
+                preferred = sorted(models, key=lambda m: m.pk != model_id)
+                self.initial.setdefault("gpu_count", count)
+            else:
+                fits = selectors.gpu_models_that_fit(
+                    (m.pk for m in models), gpu_count=1, market=Market.ON_DEMAND
+                )
+                preferred = sorted(models, key=lambda m: m.pk not in fits)
         self.current_gpu_model = self._pick("gpu_model", {str(m.pk): m for m in models}, preferred)
         if not self.is_bound:
             self.initial["project"] = self.current_project

@@ -129,6 +129,83 @@ def gpu_models_that_fit(gpu_model_ids: Iterable[int], *, gpu_count: int, market:
     }
 
 
+def runs_now(*, project: Project | int, asks: Iterable[tuple[int, int]]) -> set[tuple[int, int]]:
+    """Of these asks, ``(GPU model id, GPUs)``, those the project's on-demand request would
+    run now, before anyone decides: within its guarantee (Q2: Ug + n ≤ G), or as burst
+    within its ceiling (U + n ≤ L) with that many GPUs free in the pool (Q4); and within
+    the quota's auto-approve GPU limit. Bookings, the priority and the budget cap are the
+    estimate's to tell. Two queries, whatever the number of asks."""
+    asks = set(asks)
+    model_ids = sorted({model_id for model_id, _n in asks})
+    if not model_ids:
+        return set()
+    quotas = {
+        quota.gpu_model_id: quota
+        for quota in Quota.objects.filter(
+            project=project, gpu_model_id__in=model_ids, gpu_model__pool__isnull=False
+        ).select_related("gpu_model__pool")
+    }
+    holding = Reservation.objects.filter(gpu_model_id__in=model_ids, status__in=Reservation.HOLDING)
+    used = {
+        row["gpu_model_id"]: row
+        for row in holding.values("gpu_model_id")
+        .annotate(
+            pool=Sum("gpu_count"),
+            guaranteed=Sum("gpu_count", filter=Q(project=project, tier=Tier.GUARANTEED)),
+            non_spot=Sum("gpu_count", filter=Q(project=project) & ~Q(tier=Tier.SPOT)),
+        )
+        .order_by()
+    }
+    running = set()
+    for model_id, n in asks:
+        quota = quotas.get(model_id)
+        if quota is None or (quota.max_gpus_per_lease is not None and n > quota.max_gpus_per_lease):
+            continue
+        row = used.get(model_id) or {}
+        free = quota.gpu_model.pool.capacity - (row.get("pool") or 0)
+        guaranteed = (row.get("guaranteed") or 0) + n <= quota.guaranteed
+        burst = (row.get("non_spot") or 0) + n <= quota.ceiling and n <= free
+        if guaranteed or burst:
+            running.add((model_id, n))
+    return running
+
+
+def request_default(
+    *, user, project: Project | int, gpu_model_ids: Iterable[int]
+) -> tuple[int, int] | None:
+    """The GPU model and count a new request form opens on, as ``(model id, GPUs)``: the
+    last request this person made in the project, when an offering still carries that
+    many GPUs on demand and they would run now (``runs_now``); else the model on which
+    one on-demand GPU would run now at the lowest price per GPU-hour (ties by name); None
+    when none would. Four queries, whatever the number of models."""
+    ids = list(gpu_model_ids)
+    last = (
+        Reservation.objects.filter(requester=user, project=project, gpu_model_id__in=ids)
+        .order_by("-submitted_at", "-pk")
+        .values_list("gpu_model_id", "gpu_count")
+        .first()
+    )
+    offerings: dict[int, list[Offering]] = defaultdict(list)
+    for offering in on_sale().filter(gpu_model_id__in=ids).select_related("gpu_model"):
+        offerings[offering.gpu_model_id].append(offering)
+    market = Market.ON_DEMAND
+    cheapest: dict[tuple[int, int], Offering] = {}
+    for ask in {(model_id, 1) for model_id in offerings} | ({last} if last else set()):
+        fits = fitting(offerings.get(ask[0], ()), gpu_count=ask[1], market=market)
+        if fits:
+            cheapest[ask] = fits[0]
+    running = runs_now(project=project, asks=cheapest)
+    if last is not None and last in running:
+        return last
+    ones = [ask for ask in running if ask[1] == 1]
+    if not ones:
+        return None
+    return min(
+        ones,
+        key=lambda ask: (cheapest[ask].rate_per_gpu_hour(market), cheapest[ask].gpu_model.name),
+    )
+
+
 def fitting(offerings: Iterable[Offering], *, gpu_count: int, market: str) -> list[Offering]:
     """Of ``offerings``, those that can carry exactly ``gpu_count`` GPUs, cheapest first.
 

@@ -60,6 +60,23 @@ def volume_zones() -> list[VolumeZone]:
     return sorted(best.values(), key=lambda z: (z.zone, z.account_name))
 
 
+def why_no_zone(zones: list[VolumeZone]) -> str:
+    """Why no data volume can be created in this installation, in words for the person
+    on the project page; empty when some zone can take one (``volume_zones``)."""
+    if zones:
+        return ""
+    if not selectors.on_sale().exists():
+        return _(
+            "No data volume can be created: no instance type is on sale, so there is no "
+            "zone where a lease could use one."
+        )
+    return _(
+        "No data volume can be created: no instance type on sale lists its availability "
+        "zones, and a volume must be made in the zone where its leases will run. An admin "
+        "can add the zones to the offerings."
+    )
+
+
 def _check_member(actor, project) -> None:
     if not access.can_request_for(actor, project):
         raise NotPermitted(

@@ -13,7 +13,7 @@ from portal.errors import InvalidInput
 from portal.models import Project
 from rental.catalog.image_rules import parse_frameworks
 from rental.loans import quotas
-from rental.models import GpuModel, Image, Pool, ProviderAccount, Quota
+from rental.models import GpuModel, Image, Offering, Pool, ProviderAccount, Quota
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,10 @@ DEMO_POOLS: tuple[PoolSpec, ...] = (
     PoolSpec("H100 80GB", 16, quotas={"vision": (0, 8, 12, 8), "nlp": (8, 16, 48, 8)}),
 )
 
+# The zones of the demo cloud's region where its offerings run: a data volume is created
+# in one of them, and a lease with that volume starts there (issue 8.9).
+DEMO_ZONES: dict[str, list[str]] = {"us-east-1": ["us-east-1a", "us-east-1b", "us-east-1c"]}
+
 # name, AMI id, OS, driver, CUDA, frameworks
 DEMO_IMAGES: tuple[tuple[str, str, str, str, str, str], ...] = (
     (
@@ -64,7 +68,7 @@ DEMO_IMAGES: tuple[tuple[str, str, str, str, str, str], ...] = (
         "Ubuntu 22.04",
         "550.127",
         "12.4",
-        "PyTorch 2.5",
+        "PyTorch 2.5, TensorBoard 2.18",
     ),
     (
         "PaddlePaddle 2.6 — Ubuntu 22.04, CUDA 12.0",
@@ -146,3 +150,14 @@ def seed_images(account: ProviderAccount) -> list[Image]:
         )
         images.append(image)
     return images
+
+
+def seed_offering_zones(account: ProviderAccount) -> int:
+    """The demo cloud's zones on each of the account's offerings that lists none (one an
+    admin gave zones keeps them); returns how many offerings were given zones."""
+    changed = 0
+    for region, zones in DEMO_ZONES.items():
+        changed += Offering.objects.filter(account=account, region=region, zones=[]).update(
+            zones=zones
+        )
+    return changed

@@ -13,13 +13,15 @@ from rental.models import DataVolume
 
 
 def _section(request: HttpRequest, project, *, error: str = "", status: int = 200) -> HttpResponse:
+    zones = volumes.volume_zones()
     return render(
         request,
         "rental/volumes/_volumes.html",
         {
             "project": project,
             "volumes": list(selectors.project_volumes(project)),
-            "zones": volumes.volume_zones(),
+            "zones": zones,
+            "why_no_zone": volumes.why_no_zone(zones),
             "can_request": access.can_request_for(request.user, project),
             "error": error,
             "values": request.POST if request.method == "POST" else {},

@@ -177,3 +177,19 @@ def test_lines_of_no_gpu_model_have_their_own_column_last(f0, client):
     body = client.get(reverse("billing:reports", args=["alpha"])).content.decode()
     assert body.index("A100 80GB</th>") < body.index("Storage and corrections</th>")
     assert "—</th>" not in body
+
+
+def test_it_counts_each_idle_sample_for_the_agents_interval(f0, settings):
+    settings.PORTAL_AGENT_HEARTBEAT_SECONDS = 10  # the demo's agents report every 10 s
+    now = timezone.now().replace(minute=30, second=0, microsecond=0)
+    running = lease(f0, f0.alpha, tier="burst", gpus=2, status="active")
+    record = run(running, start=now - timedelta(hours=1), gpus=2)
+    for step in range(12):
+        UtilizationSample.objects.create(
+            instance=record.instance,
+            at=now - timedelta(seconds=120 - 10 * step),
+            gpu_utilization=[1, 2] if step < 6 else [1, 90],
+        )
+    [waste] = reports.idle_waste(project_id=f0.alpha.pk, now=now)
+    # 6 idle samples × 10 s × 2 GPUs, not 6 minutes.
+    assert (waste.samples, waste.idle_samples, waste.idle_gpu_seconds) == (12, 6, 120)

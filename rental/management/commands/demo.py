@@ -1,9 +1,12 @@
 """Run the whole portal on this machine with no external services (``make run``).
 
 In order: migrate the SQLite database; start the local EC2-compatible cloud in this
-process; point the demo provider account at it and validate it; load the catalog and
-the demo data; then run a Celery worker, Celery beat and the development web server
-as child processes until Ctrl-C or SIGTERM, which stops every one of them.
+process, which runs the real agent of each instance it launches on simulated GPUs
+(devcloud.machines); point the demo provider account at it and validate it; load the
+catalog and the demo data; ask for the leases the demo starts with (rental.demo.live);
+then run a Celery worker, Celery beat and the development web server
+as child processes until Ctrl-C, SIGTERM or SIGHUP, which stops every one of them,
+once and in order, with one line to say so.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
 from rental.catalog import accounts
-from rental.demo import DEMO_ACCOUNT, DEMO_USERS
+from rental.demo import DEMO_ACCOUNT, DEMO_USERS, restore_volumes, start_live_leases
 from rental.models import ProviderAccount
 
 # The local cloud accepts any key; these only exercise the encrypted-credentials path.
@@ -36,7 +39,12 @@ DEMO_ACCESS_KEY_ID = "AKIADEMOLOCALCLOUD01"
 DEMO_SECRET_ACCESS_KEY = "demo-only-secret-for-the-local-cloud"
 DEMO_REGION = "us-east-1"
 STOP_TIMEOUT_S = 15
+DEMO_HEARTBEAT_SECONDS = 10
 ANSWER_TIMEOUT_S = 90
+
+
+class Stopped(Exception):
+    """Ctrl-C, SIGTERM or SIGHUP while the demo was being set up."""
 
 
 @dataclass
@@ -60,34 +68,21 @@ class Command(BaseCommand):
             raise CommandError("The demo does not run with PORTAL_ENV=production.")
         self.ensure_port_free(port, "--port")
         self.ensure_port_free(cloud_port, "--cloud-port")
-        self.step("Migrating the database")
-        call_command("migrate", interactive=False, verbosity=0)
-        self.step(f"Starting the local cloud on 127.0.0.1:{cloud_port}")
-        # Late: the local cloud (moto) is a demo extra, absent from a production install,
-        # where this command refuses to run above.
-        from devcloud import server as localcloud
-
+        # The terminal's Ctrl-C (SIGINT to its whole foreground process group), SIGTERM
+        # and a closed terminal (SIGHUP) only ask this process to stop: setting up stops
+        # at its next step; once running, every child is stopped once, in order
+        # (stop_children). The children run in process groups of their own, so Ctrl-C
+        # does not reach them as well: a SIGTERM arriving in the middle of their own
+        # Ctrl-C shutdown is what made Celery beat print a traceback.
+        self.stopping = threading.Event()
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, lambda _signum, _frame: self.stopping.set())
         try:
-            cloud = localcloud.start(port=cloud_port)
-        except OSError as exc:
-            raise CommandError(
-                f"The local cloud cannot listen on 127.0.0.1:{cloud_port} ({exc.strerror}). "
-                "Is another demo running? Choose a free port with --cloud-port."
-            ) from None
-        children: list[Child] = []
-        stopping = threading.Event()
-        try:
-            self.prepare(cloud.url)
-            connections.close_all()  # the children open their own connections
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(signum, lambda _signum, _frame: stopping.set())
-            children = self.start_children(port)
-            failed = self.supervise(children, stopping, port=port, cloud_url=cloud.url)
-        except KeyboardInterrupt:
+            self.step("Migrating the database")
+            call_command("migrate", interactive=False, verbosity=0)
+            failed = self.run_demo(port, cloud_port)
+        except Stopped:
             failed = None
-        finally:
-            self.stop_children(children)
-            cloud.stop()
         if failed is not None:
             name, code = failed
             raise CommandError(
@@ -96,9 +91,44 @@ class Command(BaseCommand):
             )
         self.stdout.write(self.style.SUCCESS("Demo stopped."))
 
+    def run_demo(self, port: int, cloud_port: int) -> tuple[str, int] | None:
+        """Start the local cloud and the children, and supervise them until a stop signal;
+        the child that died first, if one did. Everything is stopped on the way out."""
+        self.step(f"Starting the local cloud on 127.0.0.1:{cloud_port}")
+        # Late: the local cloud (moto) is a demo extra, absent from a production install,
+        # where this command refuses to run above.
+        from devcloud import server as localcloud
+        from devcloud.machines import Machines
+
+        # Every instance the local cloud launches runs its agent here (devcloud.machines).
+        machines = Machines(settings.VAR_DIR / "machines")
+        try:
+            cloud = localcloud.start(port=cloud_port, machines=machines)
+        except OSError as exc:
+            raise CommandError(
+                f"The local cloud cannot listen on 127.0.0.1:{cloud_port} ({exc.strerror}). "
+                "Is another demo running? Choose a free port with --cloud-port."
+            ) from None
+        children: list[Child] = []
+        try:
+            self.prepare(cloud.url)
+            self.step("Asking for the leases the demo starts with")
+            start_live_leases(self.stdout)
+            connections.close_all()  # the children open their own connections
+            self.step("Starting the worker, beat and the web server")
+            children = self.start_children(port)
+            return self.supervise(children, port=port, cloud_url=cloud.url)
+        finally:
+            machines.halt_all()  # first: an agent whose portal is gone would complain
+            self.stop_children(children)
+            cloud.stop()
+
     # Setting up ------------------------------------------------------------------------
 
     def step(self, message: str) -> None:
+        """Say what comes next; raises ``Stopped`` instead when a stop was asked for."""
+        if self.stopping.is_set():
+            raise Stopped
         self.stdout.write(self.style.MIGRATE_HEADING(f"» {message}"))
 
     def ensure_port_free(self, port: int, option: str) -> None:
@@ -118,8 +148,13 @@ class Command(BaseCommand):
         self.step("Loading the GPU catalog and the demo cloud's offerings")
         call_command("load_catalog", "--account", account.name)
         self.step("Loading demo users, projects, quotas and history")
-        call_command("seed_demo", "--account", account.name)
+        call_command(
+            "seed_demo", "--account", account.name, "--sample-seconds", self.heartbeat_seconds()
+        )
         call_command("seed_demo_billing")
+        restored = restore_volumes(account)
+        if restored:
+            self.stdout.write(f"  {restored} data volumes of the last run put back in the cloud")
 
     def ensure_account(self, cloud_url: str) -> ProviderAccount:
         """The demo account, pointed at this run's local cloud, with working credentials."""
@@ -163,6 +198,11 @@ class Command(BaseCommand):
     def start_children(self, port: int) -> list[Child]:
         env = os.environ.copy()
         env.setdefault("PORTAL_SYNC_INTERVAL", "10")
+        # The agents of the demo's instances report to this web server, every 10 s rather
+        # than every minute so that charts fill and idle warnings come while one watches.
+        env["PORTAL_AGENT_URL"] = f"http://127.0.0.1:{port}"
+        env["PORTAL_AGENT_HEARTBEAT_SECONDS"] = str(self.heartbeat_seconds())
+        env.setdefault("PORTAL_AGENT_MIN_INTERVAL_SECONDS", "5")
         env.setdefault("PYTHONUNBUFFERED", "1")
         env.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
         base_dir = str(settings.BASE_DIR)
@@ -195,27 +235,23 @@ class Command(BaseCommand):
                 "--noreload",
             ],
         }
-        children = []
-        for name, command in commands.items():
-            self.step(f"Starting the {name}")
-            children.append(Child(name, subprocess.Popen(command, cwd=base_dir, env=env)))
-        return children
+        return [
+            Child(name, subprocess.Popen(command, cwd=base_dir, env=env, process_group=0))
+            for name, command in commands.items()
+        ]
 
     def supervise(
-        self, children: list[Child], stopping: threading.Event, *, port: int, cloud_url: str
+        self, children: list[Child], *, port: int, cloud_url: str
     ) -> tuple[str, int] | None:
         """Wait for a stop signal; returns the child that died first, if one did."""
         url = f"http://127.0.0.1:{port}/"
         started = time.monotonic()
         announced = False
-        while not stopping.wait(0.5):
+        while not self.stopping.wait(0.5):
             for child in children:
                 code = child.process.poll()
                 if code is None:
                     continue
-                # Ctrl-C at a terminal reaches the children too; let our handler see it first.
-                if stopping.wait(1.0):
-                    return None
                 return child.name, code
             if not announced and (
                 self.answers(f"{url}login/") or time.monotonic() - started > ANSWER_TIMEOUT_S
@@ -234,6 +270,14 @@ class Command(BaseCommand):
         except OSError:
             return False
 
+    @staticmethod
+    def heartbeat_seconds() -> int:
+        """The agents' interval in the demo: PORTAL_AGENT_HEARTBEAT_SECONDS when set, else
+        DEMO_HEARTBEAT_SECONDS."""
+        if os.environ.get("PORTAL_AGENT_HEARTBEAT_SECONDS", "").strip():
+            return settings.PORTAL_AGENT_HEARTBEAT_SECONDS
+        return DEMO_HEARTBEAT_SECONDS
+
     def announce(self, url: str, cloud_url: str) -> None:
         width = max(len(user.username) for user in DEMO_USERS)
         pwidth = max(len(user.password) for user in DEMO_USERS)
@@ -248,8 +292,10 @@ class Command(BaseCommand):
                 for user in DEMO_USERS
             ),
             "",
-            f"  Demo cloud (local EC2 endpoint): {cloud_url}",
-            "  Ctrl-C stops the web server, the worker, beat and the local cloud.",
+            f"  Demo cloud (local EC2 endpoint): {cloud_url}; each of its instances",
+            "  runs the real agent on simulated GPUs. chen's training run is busy; erik's",
+            "  notebook goes idle after 2 minutes and is warned about 3 minutes later.",
+            "  Ctrl-C stops the web server, the worker, beat, the agents and the cloud.",
             "=" * 72,
             "",
         ]
@@ -261,7 +307,8 @@ class Command(BaseCommand):
         live = [child for child in children if child.process.poll() is None]
         if not live:
             return
-        self.step("Stopping " + ", ".join(child.name for child in reversed(live)))
+        names = ", ".join(child.name for child in reversed(live))
+        self.stdout.write(self.style.MIGRATE_HEADING(f"» Stopping {names}"))
         for child in reversed(live):
             with contextlib.suppress(ProcessLookupError):
                 child.process.terminate()

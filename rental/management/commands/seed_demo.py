@@ -1,4 +1,5 @@
-"""Load the demo's people, projects, pools, quotas, images, SSH keys and three weeks of history.
+"""Load the demo's people, projects, pools, quotas, offering zones, images, SSH keys and three
+weeks of history with the hourly utilization its agents would have reported.
 
 Idempotent: a second run adds nothing. It needs the demo provider account and its
 offerings (``load_catalog --account "Demo cloud (local EC2)"``) to exist. The history
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
@@ -18,10 +20,12 @@ from rental.demo import (
     DEMO_ACCOUNT,
     seed_history,
     seed_images,
+    seed_offering_zones,
     seed_people,
     seed_pools_and_quotas,
     seed_projects,
     seed_ssh_keys,
+    seed_utilization,
 )
 from rental.models import ProviderAccount
 
@@ -33,6 +37,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--account", default=DEMO_ACCOUNT, help="the demo provider account")
+        parser.add_argument(
+            "--sample-seconds",
+            type=int,
+            default=settings.PORTAL_AGENT_HEARTBEAT_SECONDS,
+            help="the agents' interval the history's utilization is counted in",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         account = ProviderAccount.objects.filter(name=options["account"]).first()
@@ -45,6 +55,7 @@ class Command(BaseCommand):
             users = seed_people(self.stdout)
             projects = seed_projects(users)
             seed_pools_and_quotas(users["admin"], projects, self.stderr)
+            seed_offering_zones(account)
             images = seed_images(account)
             seed_ssh_keys(users)
         for project in projects.values():
@@ -52,3 +63,5 @@ class Command(BaseCommand):
                 count = seed_history(project, account=account, images=images)
             if count:
                 self.stdout.write(f"  {project.slug}: {count} ended leases of history")
+            with transaction.atomic():
+                seed_utilization(project, sample_seconds=max(1, options["sample_seconds"]))

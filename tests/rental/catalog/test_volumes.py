@@ -202,3 +202,34 @@ def test_it_shows_and_creates_volumes_on_the_project_section(
     assert page.status_code == 200 and "v4" in page.content.decode()
     client.force_login(f0c.outsider)
     assert client.get(url).status_code == 404
+
+
+def test_it_says_why_no_volume_can_be_made_when_no_offering_lists_zones(f0, client):
+    url = f"/projects/{f0.alpha.slug}/volumes/"
+    client.force_login(f0.alice)
+    page = client.get(url).content.decode()
+    assert 'id="volumes-why-not"' in page
+    assert "no instance type on sale lists its availability zones" in page
+    assert "Create volume" not in page
+    f0.offering.is_available = False
+    f0.offering.save()
+    page = client.get(url).content.decode()
+    assert "no instance type is on sale" in page
+    f0.offering.is_available = True
+    f0.offering.zones = ["us-east-1a"]
+    f0.offering.save()
+    page = client.get(url).content.decode()
+    assert 'id="volumes-why-not"' not in page and "Create volume" in page
+
+
+def test_it_tells_who_may_not_make_volumes_that_members_may(f0, client):
+    client.force_login(f0.admin)
+    url = f"/projects/{f0.alpha.slug}/volumes/"
+    page = client.get(url).content.decode()
+    # The admin, who can fix it, reads why too, with the way to the offerings.
+    assert 'id="volumes-why-not"' in page and "/admin/rental/offering/" in page
+    f0.offering.zones = ["us-east-1a"]
+    f0.offering.save()
+    page = client.get(url).content.decode()
+    assert 'id="volumes-members-only"' in page and "Create volume" not in page
+    assert 'id="volumes-why-not"' not in page
