@@ -394,6 +394,7 @@ def reschedule_reservation(
         "gpus": lease.gpu_count,
     }
     lease.start, lease.end, lease.gpu_count = new_start, new_end, gpus
+    lease.status_message = booked_message(new_start)
     lease.save()
     audit.record(
         actor=actor,
@@ -407,6 +408,14 @@ def reschedule_reservation(
     )
     jobs.process_due_at(new_start - notice())
     return lease
+
+
+def booked_message(start: datetime) -> str:
+    """A booking's reason: the one sentence its page and the lease list say about when it
+    starts, to the minute as the forms take it."""
+    return _("Booked: the GPUs are held for it from %(at)s UTC.") % {
+        "at": start.strftime("%Y-%m-%d %H:%M")
+    }
 
 
 def schedule(*, pool: Pool, reservation: Reservation, now: datetime) -> None:
@@ -423,9 +432,7 @@ def schedule(*, pool: Pool, reservation: Reservation, now: datetime) -> None:
     reservation.status = Status.SCHEDULED
     reservation.tier = Tier.RESERVED
     reservation.status_code = "scheduled"
-    reservation.status_message = _("Booked: the GPUs are held for it from %(at)s UTC.") % {
-        "at": reservation.start.strftime("%Y-%m-%d %H:%M:%S")
-    }
+    reservation.status_message = booked_message(reservation.start)
     reservation.save()
     jobs.process_due_at(reservation.start - notice())
 

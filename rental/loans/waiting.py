@@ -53,6 +53,5 @@ def wait_hint(lease: Reservation) -> str:
         ) % {"n": lease.gpu_count}
     if lease.status == Status.PENDING_APPROVAL:
         return _("A manager of %(project)s must approve it.") % {"project": lease.project.name}
-    if lease.status == Status.SCHEDULED:
-        return _("It starts at %(at)s UTC.") % {"at": lease.start.strftime("%Y-%m-%d %H:%M:%S")}
+    # A booking (scheduled) needs no hint: its reason already says when it starts.
     return ""

@@ -89,9 +89,10 @@
       }, function () { selectText(source); });
       return;
     }
-    // Close an open user menu when clicking elsewhere.
-    document.querySelectorAll("details.usermenu[open]").forEach(function (menu) {
-      if (!menu.contains(event.target)) { menu.removeAttribute("open"); }
+    // Close an open user menu, or the folded navigation (phones), when clicking elsewhere.
+    document.querySelectorAll("details.usermenu[open], details.navmenu[open]").forEach(function (menu) {
+      var inside = menu.contains(event.target) || (menu.id === "navmenu" && event.target.closest("#mainnav"));
+      if (!inside) { menu.removeAttribute("open"); }
     });
   });
 })();
