@@ -126,7 +126,7 @@ def test_it_changes_only_what_is_sent_and_revalidates_a_new_connection(f0, cloud
     changed = AuditEvent.objects.filter(verb="provider_account.changed").order_by("pk")
     assert [event.after for event in changed] == [
         {"name": "Edge 2"},
-        {"regions": "['eu-west-1']"},
+        {"regions": ["eu-west-1"]},  # a list is kept as a list
     ]
 
 

@@ -136,7 +136,10 @@ def test_the_trend_starts_at_the_projects_first_month(f0, client):
         reverse("billing:reports", args=[f0.gamma.slug]), HTTP_ACCEPT_LANGUAGE="zh-hans"
     ).content.decode()
     label = f"{now.year}年{now.month}月"
-    assert f"自项目的第一个月 {label} 起" in body and body.count(f"<tr><td>{label}") == 1
+    assert (
+        f"自项目的第一个月 {label} 起" in body
+        and body.count(f'<tr><td class="nowrap">{label}') == 1
+    )
 
 
 @pytest.mark.parametrize("who", ["alice", "alpha_manager"])
