@@ -36,12 +36,18 @@ def sweep_launches(*, now: datetime | None = None) -> list[int]:
     now = now or timezone.now()
     stale = now - timedelta(seconds=settings.PORTAL_LAUNCH_STALE_SECONDS)
     provisioning = Instance.objects.filter(reservation__status=Status.PROVISIONING)
-    dead = provisioning.filter(state=State.LAUNCHING, external_id="", claimed_at__lt=stale)
-    # Back to requested (conditionally: a claim renewed meanwhile is left alone); the
-    # launch sent below claims it again and looks for what the dead one created.
-    dead_ids = list(dead.values_list("pk", flat=True))
+    claim_is_dead = {"state": State.LAUNCHING, "external_id": "", "claimed_at__lt": stale}
+    dead_ids = list(provisioning.filter(**claim_is_dead).values_list("pk", flat=True))
+    # Back to requested, conditionally: a claim renewed, or a launch the sync has found
+    # meanwhile, is left alone. The condition names the row's own columns only, so that
+    # PostgreSQL checks it again on the row it updates once any lock on it is released (a
+    # condition through the lease's join is a subquery, answered from the statement's
+    # snapshot: a row the sync has just marked running would be put back). The launch sent
+    # below claims it again and looks for what the dead one created.
     if dead_ids:
-        dead.filter(pk__in=dead_ids).update(state=State.REQUESTED, claimed_at=None)
+        Instance.objects.filter(pk__in=dead_ids, **claim_is_dead).update(
+            state=State.REQUESTED, claimed_at=None
+        )
     lost = provisioning.filter(state=State.REQUESTED).filter(
         Q(next_attempt_at__isnull=True, reservation__start__lt=stale)
         | Q(next_attempt_at__lt=stale)

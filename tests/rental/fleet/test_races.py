@@ -1,12 +1,20 @@
-"""The two races of issue 7 that left an instance running after the database said it
-ended, each reproduced by holding a request at the local EC2 endpoint while the other
-step runs (L1, L3; scenario 8)."""
+"""Races between the steps that drive one instance: the two of issue 7 that left an
+instance running after the database said it ended, each reproduced by holding a request
+at the local EC2 endpoint while the other step runs (L1, L3; scenario 8), and the launch
+sweep against the sync (issue 23)."""
+
+import threading
+import time
+from datetime import timedelta
 
 import pytest
+from django.conf import settings
+from django.db import connection, transaction
 from django.utils import timezone
 
-from rental.fleet import instances, termination
+from rental.fleet import instances, recovery, termination
 from rental.fleet import sync as sync_services
+from rental.fleet.cloud import provider_for
 from rental.loans import admission, ending
 from rental.models import Instance, Reservation, TerminationReason, UsageRecord
 from tests.rental.fleet.conftest import cloud_instances, in_thread, leaked
@@ -96,3 +104,52 @@ def test_it_ends_at_once_a_lease_whose_launch_the_cloud_refused(f0c, cloud):
     assert instance.state == State.TERMINATED
     assert Reservation.objects.get(pk=lease.pk).status == Status.ENDED
     assert cloud_instances(f0c.account) == []
+
+
+def _waiting_on_a_lock() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0] > 0
+
+
+def test_a_sweep_never_puts_back_a_launch_the_sync_has_just_found_running(f0c, cloud):
+    """Issue 23's stuck lease: the launch sweep read a stale claim (launching, no cloud id)
+    while the sync, in its transaction, found the instance by its key and marked it
+    running. The sweep's update, waiting for the sync's row lock, must check the row
+    again once it gets it: the row stays running, not 'requested' while billing."""
+    lease = submit(f0c)
+    instance = lease.instances.get()
+    stale = timezone.now() - timedelta(seconds=settings.PORTAL_LAUNCH_STALE_SECONDS + 60)
+    Instance.objects.filter(pk=instance.pk).update(state=State.LAUNCHING, claimed_at=stale)
+    # What the dead worker's RunInstances created: in the cloud, carrying the row's key.
+    provider_for(instance).launch(
+        instances.launch_spec(instance), idempotency_key=instance.idempotency_key
+    )
+    [found] = cloud_instances(f0c.account)
+    marked, release = threading.Event(), threading.Event()
+
+    def sync_holding_its_commit() -> None:
+        with transaction.atomic():
+            sync_services.apply_sync(
+                rows=[sync_services.SyncRow(instance.pk, "")], cloud=[found], now=timezone.now()
+            )
+            marked.set()
+            assert release.wait(30)
+
+    with in_thread(sync_holding_its_commit) as syncing:
+        assert marked.wait(30)
+        with in_thread(lambda: recovery.sweep_launches()) as sweeping:
+            deadline = time.monotonic() + 30
+            while not _waiting_on_a_lock():  # the sweep's update waits for the sync's row
+                assert time.monotonic() < deadline, "the sweep never waited for the row"
+                time.sleep(0.05)
+            release.set()
+    assert not syncing and not sweeping
+
+    instance.refresh_from_db()
+    assert (instance.state, instance.external_id) == (State.RUNNING, found.external_id)
+    assert UsageRecord.objects.filter(instance=instance, end__isnull=True).count() == 1
+    assert leaked(f0c.account) == []
