@@ -9,6 +9,7 @@ from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import mixins, serializers
 
 from portal import access
+from portal.api.filters import DateTimeFilter
 from portal.api.views import PortalViewSet
 from portal.models import AuditEvent
 
@@ -43,8 +44,8 @@ class AuditEventFilter(django_filters.FilterSet):
     verb = django_filters.CharFilter(max_length=60)
     object_type = django_filters.CharFilter(max_length=60)
     object_id = django_filters.CharFilter(max_length=64)
-    at_after = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="gte")
-    at_before = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="lt")
+    at_after = DateTimeFilter(field_name="at", lookup_expr="gte")
+    at_before = DateTimeFilter(field_name="at", lookup_expr="lt")
 
     class Meta:
         model = AuditEvent

@@ -110,3 +110,16 @@ def test_the_list_is_a_fixed_number_of_queries(f0, t0, count, django_assert_num_
     with django_assert_num_queries(4):
         response = client.get(f"{URL}?page_size=200")
     assert response.json()["count"] == count == AuditEvent.objects.count()
+
+
+@pytest.mark.parametrize(
+    "moment", ["0521-08-11T05:28:14.751620+17:33", "0001-01-01T00:00:00+01:00", "yesterday"]
+)
+def test_it_refuses_a_time_the_database_cannot_read_as_bad_input(f0, events, moment):
+    """An offset beyond PostgreSQL's ±15:59 (Python takes up to ±23:59), or one that
+    overflows near year 1, is a 400 naming the filter, never a server error."""
+    for name in ("at_after", "at_before"):
+        response = as_user(f0.admin).get(URL, {name: moment})
+        assert response.status_code in (200, 400), response.content
+        if response.status_code == 400:
+            assert name in response.json()["errors"]
