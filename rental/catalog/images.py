@@ -16,10 +16,12 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from portal import access, audit
 from portal.errors import InvalidInput, InvalidTransition, NotPermitted
 from portal.notifications import notify
+from portal.phrases import Phrase
 from portal.text import plain_text
 from rental import jobs
 from rental.catalog.image_rules import driver_conflict
@@ -257,15 +259,20 @@ def _settle(image_id: int, *, state: str, message: str, now: datetime | None) ->
         before={"state": State.PENDING},
         after={"state": state, "image_id": image.image_id},
     )
-    values = {"name": image.name, "project": image.project}
     if state == State.AVAILABLE:
-        subject = _("Image “%(name)s” is ready; pick it when you request GPUs for %(project)s.")
+        subject = Phrase(
+            gettext_noop(
+                "Image “%(name)s” is ready; pick it when you request GPUs for %(project)s."
+            ),
+            name=image.name,
+            project=image.project.name if image.project else "",
+        )
         body = ""
     else:
-        subject = _("Image “%(name)s” could not be saved.")
+        subject = Phrase(gettext_noop("Image “%(name)s” could not be saved."), name=image.name)
         body = image.state_message
     transaction.on_commit(
         lambda: notify(
-            [image.created_by], subject=subject % values, body=body, link=reverse("rental:images")
+            [image.created_by], subject=subject, body=body, link=reverse("rental:images")
         )
     )

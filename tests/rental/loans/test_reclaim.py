@@ -4,10 +4,11 @@ through the services with exact times, and the rules with other numbers."""
 import pytest
 
 from portal.errors import QuotaExceeded
-from portal.models import AuditEvent, Notification
+from portal.models import AuditEvent
 from rental.loans import due, ending, pools, queue
 from rental.loans.standing import pool_use
 from rental.models import Pool, Quota, Reservation, TerminationReason, Tier
+from tests.notices import told
 from tests.rental.loans.conftest import at
 
 Status = Reservation.Status
@@ -35,8 +36,8 @@ def test_scenario_3_reclaims_the_newest_lowest_burst_and_requeues_it(f0, lease):
     victim = fresh(a3)
     assert victim.notice_due_at == at("11:02:00")
     assert victim.preempted_for_id == b2.pk
-    told = Notification.objects.get(user=f0.alice, subject__startswith="Preempted")
-    assert f"#{b2.pk}" in told.body and "2026-04-06 11:02:00" in told.subject
+    [notice] = told(f0.alice, starts="Preempted")
+    assert f"#{b2.pk}" in notice.body and "2026-04-06 11:02 UTC" in notice.subject
     assert AuditEvent.objects.filter(verb="lease.preempted", object_id=str(a3.pk)).exists()
 
     assert due.process_due(now=at("11:01:59")) == 0
