@@ -127,8 +127,8 @@ class Notification(models.Model):
 
 
 class LanguagePreference(models.Model):
-    """The language a person reads the portal in: set when they pick one in the user
-    menu, or from their browser's at their first login. Mail to them is written in it."""
+    """The language a person reads the portal in, and mail to them is written in: the one
+    they picked in the user menu (``chosen``), else their browser's at their last login."""
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL,
@@ -137,6 +137,11 @@ class LanguagePreference(models.Model):
         related_name="language_preference",
     )
     language = models.CharField(_("language"), max_length=16, choices=settings.LANGUAGES)
+    chosen = models.BooleanField(
+        _("picked by the person"),
+        default=False,
+        help_text=_("Picked in the user menu, rather than taken from their browser."),
+    )
     updated_at = models.DateTimeField(_("updated at"), auto_now=True)
 
     class Meta:

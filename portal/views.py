@@ -39,7 +39,9 @@ def set_language(request: HttpRequest) -> HttpResponse:
     mail to them is written in it too."""
     response = django_i18n.set_language(request)
     if request.method == "POST" and request.user.is_authenticated:
-        languages.remember(user=request.user, language=request.POST.get("language", ""))
+        languages.remember(
+            user=request.user, language=request.POST.get("language", ""), chosen=True
+        )
     return response
 
 

@@ -77,6 +77,14 @@ class Migration(migrations.Migration):
                         verbose_name="language",
                     ),
                 ),
+                (
+                    "chosen",
+                    models.BooleanField(
+                        default=False,
+                        help_text="Picked in the user menu, rather than taken from their browser.",
+                        verbose_name="picked by the person",
+                    ),
+                ),
                 ("updated_at", models.DateTimeField(auto_now=True, verbose_name="updated at")),
             ],
             options={

@@ -137,30 +137,40 @@ def test_it_keeps_the_language_a_person_picks_in_the_user_menu(f0):
     client.force_login(f0.alice)
     response = client.post("/i18n/setlang/", {"language": "zh-hans", "next": "/"})
     assert response.status_code == 302
-    assert LanguagePreference.objects.get(user=f0.alice).language == "zh-hans"
+    kept = LanguagePreference.objects.get(user=f0.alice)
+    assert (kept.language, kept.chosen) == ("zh-hans", True)
     client.post("/i18n/setlang/", {"language": "en", "next": "/"})
     assert LanguagePreference.objects.get(user=f0.alice).language == "en"
     client.post("/i18n/setlang/", {"language": "xx", "next": "/"})
     assert LanguagePreference.objects.get(user=f0.alice).language == "en"
 
 
-def test_the_first_login_keeps_the_browsers_language(f0):
-    f0.alice.set_password("pw-alice-123")
-    f0.alice.save()
-    client = Client(HTTP_ACCEPT_LANGUAGE="zh-CN,zh;q=0.9")
-    client.post("/login/", {"username": "alice", "password": "pw-alice-123"})
-    assert LanguagePreference.objects.get(user=f0.alice).language == "zh-hans"
+def log_in(user, language: str) -> tuple[Client, object]:
+    user.set_password("pw-for-this-test")
+    user.save()
+    client = Client(HTTP_ACCEPT_LANGUAGE=language)
+    response = client.post("/login/", {"username": user.username, "password": "pw-for-this-test"})
+    assert response.status_code == 302
+    return client, response
 
 
-def test_a_login_elsewhere_opens_the_portal_in_the_language_kept(f0):
-    f0.alice.set_password("pw-alice-123")
-    f0.alice.save()
-    LanguagePreference.objects.create(user=f0.alice, language="zh-hans")
-    client = Client(HTTP_ACCEPT_LANGUAGE="en")
-    response = client.post("/login/", {"username": "alice", "password": "pw-alice-123"})
+def test_until_a_person_picks_one_the_browsers_language_at_login_is_kept(f0):
+    log_in(f0.alice, "zh-CN,zh;q=0.9")
+    kept = LanguagePreference.objects.get(user=f0.alice)
+    assert (kept.language, kept.chosen) == ("zh-hans", False)
+    client, response = log_in(f0.alice, "en-US,en;q=0.9")  # another browser, in English
+    assert settings.LANGUAGE_COOKIE_NAME not in response.cookies
+    assert 'lang="en"' in client.get("/").content.decode()
+    assert LanguagePreference.objects.get(user=f0.alice).language == "en"
+
+
+def test_a_login_elsewhere_opens_the_portal_in_the_language_picked(f0):
+    LanguagePreference.objects.create(user=f0.alice, language="zh-hans", chosen=True)
+    client, response = log_in(f0.alice, "en")
     assert response.cookies[settings.LANGUAGE_COOKIE_NAME].value == "zh-hans"
     assert 'lang="zh-hans"' in client.get("/").content.decode()
-    assert LanguagePreference.objects.get(user=f0.alice).language == "zh-hans"
+    kept = LanguagePreference.objects.get(user=f0.alice)
+    assert (kept.language, kept.chosen) == ("zh-hans", True)
 
 
 @pytest.mark.parametrize("language", ["en", "zh-hans"])
