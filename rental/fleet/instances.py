@@ -322,8 +322,9 @@ def mark_running(instance: Instance, cloud: CloudInstance, *, now: datetime) -> 
         ).exists()
     ):
         locked.status = Status.ACTIVE
-        locked.status_code = ""
-        locked.status_message = ""
+        if locked.notice_due_at is None:  # a lease told it is preempted keeps saying why
+            locked.status_code = ""
+            locked.status_message = ""
         locked.save()
         notify(
             [locked.requester],

@@ -1,5 +1,6 @@
-"""A lease's reason, an instance's health detail and last error, and a data volume's
-last error kept as phrases (portal.phrases), said in the reader's language.
+"""A lease's reason, an instance's health detail and last error, a data volume's last
+error and an image's state detail kept as phrases (portal.phrases), said in the
+reader's language.
 
 Each moves from a text column to a JSON column that holds a phrase; the text of every row
 written before is kept as it is (a JSON string) and reads as it did. Going back writes
@@ -16,6 +17,7 @@ FIELDS = {
     "reservation": (("status_message", 300),),
     "instance": (("last_error", 500), ("health_message", 300)),
     "datavolume": (("last_error", 500),),
+    "image": (("state_message", 300),),
 }
 
 
@@ -63,6 +65,7 @@ def _operations() -> list:
                 "status_message": "reason",
                 "last_error": "last error",
                 "health_message": "health detail",
+                "state_message": "state detail",
             }[old]
             adds.append(
                 migrations.AddField(

@@ -25,6 +25,7 @@ from django.utils import timezone, translation
 from billing.models import LineDispute, Statement
 from portal.models import ApiToken, Project
 from portal.tokens import create_token
+from rental.catalog import images
 from rental.fleet import instances as fleet_instances
 from rental.fleet import stop as fleet_stop
 from rental.loans import admission, messages, quota_requests
@@ -73,16 +74,19 @@ KNOWN_GAPS: dict[str, set[str]] = {
         "capacity",
         "ceiling",
         "code",
+        "failed",
         "gpus",
         "guaranteed",
         "lines",
         "name",
         "need",
+        "pending",
         "provisioning",
         "queued",
         "reclaiming",
         "reserved",
         "scheduled",
+        "state",
         "status",
         "stopped",
         "tier",
@@ -181,6 +185,16 @@ def world(db):
             now=now,
         )
         create_token(actor=user("erik"), name="ci pipeline", expires_at=now + timedelta(days=30))
+        # An image of vision's that the cloud never finished saving.
+        stuck = Image.objects.create(
+            name="ranking env",
+            account=ProviderAccount.objects.get(name=DEMO_ACCOUNT),
+            region="us-east-1",
+            project=Project.objects.get(slug="vision"),
+            created_by=user("erik"),
+            state=Image.State.PENDING,
+        )
+        images.give_up(image_id=stuck.pk, now=now)
     translation.activate("en")
     assert all(leases.values()), [name for name, lease in leases.items() if lease is None]
     return leases
