@@ -5,10 +5,12 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.utils.translation import gettext_noop
 
 from portal.models import Notification
 from portal.phrases import Joined, Phrase, dump, load, load_text, render, sentences
+from rental.loans import admission
 
 AT = datetime(2026, 11, 3, 9, 30, tzinfo=UTC)
 
@@ -83,3 +85,30 @@ def test_a_phrase_field_keeps_a_phrase_and_an_old_plain_text(f0):
     assert row.subject == said and row.body == "Old words, kept as they are."
     Notification.objects.filter(pk=row.pk).update(subject="x" * 300)
     assert len(Notification.objects.get().title) == Notification.SUBJECT_LENGTH
+
+
+@pytest.mark.django_db
+def test_the_admin_shows_a_kept_phrase_in_the_admins_language(f0, client):
+    lease = admission.submit_reservation(
+        actor=f0.alice,
+        project=f0.alpha,
+        gpu_model=f0.model,
+        gpu_count=2,
+        duration_hours=1,
+        priority="experiment",
+        market="spot",
+        now=AT,
+    )
+    lease.status_message = Phrase(gettext_noop("The cloud reclaimed the spot capacity."))
+    lease.save()
+    Notification.objects.create(
+        user=f0.alice, subject=Phrase(gettext_noop("Ready: %(lease)s"), lease="#7")
+    )
+    get_user_model().objects.filter(pk=f0.admin.pk).update(is_superuser=True)
+    client.force_login(f0.admin)
+    page = client.get(
+        f"/admin/rental/reservation/{lease.pk}/change/", HTTP_ACCEPT_LANGUAGE="zh-hans"
+    )
+    assert page.status_code == 200 and "云端收回了竞价容量。" in page.content.decode()
+    listing = client.get("/admin/portal/notification/?q=Ready")
+    assert listing.status_code == 200 and "Ready: #7" in listing.content.decode()
