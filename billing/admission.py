@@ -9,11 +9,12 @@ computation, so a submission does not wait on the month's usage.
 from datetime import datetime
 from typing import Any
 
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from billing import spend
 from billing.models import Budget
 from portal.models import Project
+from portal.phrases import Phrase
 
 CAPPED_TIERS = frozenset({"burst", "spot"})
 
@@ -30,7 +31,7 @@ def budget_cap(
     is_reservation: bool,
     now: datetime,
     **_extra: Any,
-) -> tuple[str, str, dict[str, Any]] | None:
+) -> tuple[str, Phrase, dict[str, Any]] | None:
     """At 100 % actual of the month's budget, refuse new burst and spot leases and new
     reservations; guaranteed leases are never refused by the budget (BU3)."""
     if tier not in CAPPED_TIERS and not is_reservation:
@@ -48,11 +49,14 @@ def budget_cap(
         return None
     return (
         "budget_cap",
-        _(
-            "The project has spent %(actual)s of its %(budget)s budget this month, so new "
-            "burst and spot leases and new reservations are refused until next month or "
-            "until its manager raises the budget. Guaranteed leases still run."
-        )
-        % {"actual": actual, "budget": budget},
+        Phrase(
+            gettext_noop(
+                "The project has spent %(actual)s of its %(budget)s budget this month, so new "
+                "burst and spot leases and new reservations are refused until next month or "
+                "until its manager raises the budget. Guaranteed leases still run."
+            ),
+            actual=actual,
+            budget=budget,
+        ),
         {"spent": actual, "budget": budget},
     )

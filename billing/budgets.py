@@ -12,6 +12,7 @@ from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from billing.admin import BudgetForm
 from billing.models import Budget, BudgetAlert
@@ -21,6 +22,7 @@ from billing.services import SOURCE, parse_amount
 from portal import access, audit, notifications
 from portal.errors import InvalidInput, NotPermitted
 from portal.models import Project
+from portal.phrases import Phrase
 from rental.loans.ending import end_reservation
 from rental.models import Reservation, TerminationReason, Tier
 
@@ -107,6 +109,13 @@ def evaluate_budgets(*, now: datetime | None = None) -> list[BudgetAlert]:
     return fired
 
 
+# A threshold's kind as a word in a sentence ("forecast spend passed 80 %").
+SPEND_WORDS = {
+    BudgetAlert.Kind.ACTUAL: gettext_noop("actual"),
+    BudgetAlert.Kind.FORECAST: gettext_noop("forecast"),
+}
+
+
 def _fire(
     budget: Budget, *, period: date, percent: int, kind: str, value: Decimal, now: datetime
 ) -> BudgetAlert | None:
@@ -126,10 +135,17 @@ def _fire(
             )
             notifications.notify(
                 [*notifications.managers_of(budget.project)],
-                subject=_("%(project)s: %(kind)s spend passed %(percent)s%% of its budget")
-                % {"project": budget.project.name, "kind": kind, "percent": percent},
-                body=_("%(value)s of %(budget)s")
-                % {"value": value, "budget": budget.monthly_amount},
+                subject=Phrase(
+                    gettext_noop("%(project)s: %(kind)s spend passed %(percent)s%% of its budget"),
+                    project=budget.project.name,
+                    kind=Phrase(SPEND_WORDS[kind]) if kind in SPEND_WORDS else kind,
+                    percent=percent,
+                ),
+                body=Phrase(
+                    gettext_noop("%(value)s of %(budget)s"),
+                    value=value,
+                    budget=budget.monthly_amount,
+                ),
                 link=reverse("rental:project", args=[budget.project.slug]),
             )
     except IntegrityError:

@@ -7,11 +7,11 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.mail import send_mass_mail
 from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from billing import spend
 from billing.apportion import Line
@@ -22,7 +22,8 @@ from billing.selectors import manual_lines
 from billing.statements import compute_period
 from portal import access, audit, notifications
 from portal.errors import InvalidInput, InvalidTransition, NotPermitted
-from portal.models import FINANCE_GROUP, AuditEvent, Membership, Notification, Project
+from portal.models import FINANCE_GROUP, AuditEvent, Membership, Project
+from portal.phrases import Joined, Phrase
 from portal.text import COMMENT_LENGTH, plain_text
 
 SOURCE = "web"
@@ -122,8 +123,7 @@ def close_period(*, period: date | datetime, actor: Any = None, now: datetime | 
     closing: list[Statement] = []
     rows: list[StatementLine] = []
     events: list[AuditEvent] = []
-    notes: list[Notification] = []
-    mails: list[tuple[str, str, list[str]]] = []
+    notes: list[tuple[list, notifications.Message]] = []
     for project_id in targets:
         statement = existing[project_id]
         if statement.status != Statement.Status.DRAFT:
@@ -159,25 +159,24 @@ def close_period(*, period: date | datetime, actor: Any = None, now: datetime | 
             if project_id is not None
             else ""
         )
-        subject = _("Statement for %(period)s is ready for sign-off") % {
-            "period": _period_label(start)
-        }
-        body = _("Total: %(total)s") % {"total": statement.total}
-        for manager in managers.get(project_id, []) if project_id is not None else []:
-            notes.append(Notification(user=manager, subject=subject, body=body, link=link))
-            if manager.email:
-                mails.append((subject, f"{body}\n\n{link}", [manager.email]))
+        if project_id is not None and managers.get(project_id):
+            notes.append(
+                (
+                    managers[project_id],
+                    notifications.Message(
+                        subject=Phrase(
+                            gettext_noop("Statement for %(period)s is ready for sign-off"),
+                            period=_period_label(start),
+                        ),
+                        body=Phrase(gettext_noop("Total: %(total)s"), total=statement.total),
+                        link=link,
+                    ),
+                )
+            )
     # One insert each for the audit trail and the notifications, and the mail after commit:
     # a month of 300 projects closes in bulk, not 300 round trips.
     AuditEvent.objects.bulk_create(events, batch_size=500)
-    Notification.objects.bulk_create(notes, batch_size=500)
-    if mails:
-        transaction.on_commit(
-            lambda: send_mass_mail(
-                [(subj, text, settings.DEFAULT_FROM_EMAIL, to) for subj, text, to in mails],
-                fail_silently=True,
-            )
-        )
+    notifications.notify_many(notes)
     Statement.objects.bulk_update(closing, ["status", "total", "closed_at"], batch_size=500)
     StatementLine.objects.bulk_create(rows, batch_size=2000)
     StatementLine.objects.filter(
@@ -274,8 +273,11 @@ def approve_statement(
     )
     notifications.notify(
         [*notifications.admins(), *_finance_users()],
-        subject=_("%(project)s signed off its %(period)s statement")
-        % {"project": statement.project.name, "period": _period_label(statement.period)},
+        subject=Phrase(
+            gettext_noop("%(project)s signed off its %(period)s statement"),
+            project=statement.project.name,
+            period=_period_label(statement.period),
+        ),
         link=reverse("billing:finance") + f"?period={_period_label(statement.period)}",
     )
     return statement
@@ -312,9 +314,12 @@ def dispute_line(
     )
     notifications.notify(
         notifications.admins(),
-        subject=_("%(project)s disputes a line of its %(period)s statement")
-        % {"project": project.name, "period": _period_label(statement.period)},
-        body=f"{line.description}: {line.amount}\n{comment}",
+        subject=Phrase(
+            gettext_noop("%(project)s disputes a line of its %(period)s statement"),
+            project=project.name,
+            period=_period_label(statement.period),
+        ),
+        body=Joined([f"{line.description}: {line.amount}", comment], "\n"),
         link=reverse("billing:statement", args=[project.slug])
         + f"?period={_period_label(statement.period)}",
     )
@@ -467,8 +472,10 @@ def answer_dispute(
     )
     notifications.notify(
         [dispute.raised_by, *notifications.managers_of(project)],
-        subject=_("Your dispute of a %(period)s line was answered")
-        % {"period": _period_label(statement.period)},
+        subject=Phrase(
+            gettext_noop("Your dispute of a %(period)s line was answered"),
+            period=_period_label(statement.period),
+        ),
         body=answer,
         link=reverse("billing:statement", args=[project.slug])
         + f"?period={_period_label(statement.period)}",

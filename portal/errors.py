@@ -2,7 +2,9 @@
 
 Services raise these; web views, API views and tasks never invent their own.
 Each error carries a stable reason code (``over_ceiling``, ``no_capacity`` …)
-and, when one input caused it, the name of that field.
+and, when one input caused it, the name of that field. Its words may be a
+``portal.phrases`` text, said in the language active where the error is shown, and kept
+as it is where a refusal becomes a lease's reason.
 """
 
 from collections.abc import Callable
@@ -14,6 +16,9 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.utils.translation import gettext_lazy as _
 
+from portal import phrases
+from portal.phrases import Joined, Phrase, Text
+
 
 class DomainError(Exception):
     status = 409
@@ -21,18 +26,27 @@ class DomainError(Exception):
 
     def __init__(
         self,
-        message: str,
+        message: Text,
         *,
         code: str = "",
         field: str = "",
         figures: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
-        self.message = str(message)
+        # What was said, kept as it is (a phrase is said again in each reader's language).
+        self.text: Text = message if isinstance(message, Phrase | Joined) else str(message)
         self.code = code or self.default_code
         self.field = field
         # The numbers behind a refusal (asked, free, ceiling …), for programs to act on.
         self.figures = dict(figures or {})
+
+    @property
+    def message(self) -> str:
+        """The words in the active language."""
+        return phrases.render(self.text)
+
+    def __str__(self) -> str:
+        return self.message
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"code": self.code, "detail": self.message}

@@ -6,6 +6,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from portal.phrases import PhraseField, render
+
 FINANCE_GROUP = "finance"
 
 
@@ -94,13 +96,18 @@ class AuditEvent(models.Model):
 
 
 class Notification(models.Model):
-    """A message for one person, shown in the portal and mailed."""
+    """A message for one person, shown in the portal and mailed. Its subject and body are
+    kept as what is needed to say them (``portal.phrases``), so each reads in the language
+    of whoever reads it; a row from before that is its plain text."""
+
+    # The most a subject says, in any language.
+    SUBJECT_LENGTH = 200
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications"
     )
-    subject = models.CharField(_("subject"), max_length=200)
-    body = models.TextField(_("body"), blank=True)
+    subject = PhraseField(_("subject"))
+    body = PhraseField(_("body"))
     link = models.CharField(_("link"), max_length=300, blank=True)
     created_at = models.DateTimeField(_("created at"), default=timezone.now, db_index=True)
     read_at = models.DateTimeField(_("read at"), null=True, blank=True)
@@ -111,7 +118,38 @@ class Notification(models.Model):
         verbose_name_plural = _("notifications")
 
     def __str__(self) -> str:
-        return self.subject
+        return self.title
+
+    @property
+    def title(self) -> str:
+        """The subject in the active language, at most ``SUBJECT_LENGTH`` characters."""
+        return render(self.subject)[: self.SUBJECT_LENGTH]
+
+
+class LanguagePreference(models.Model):
+    """The language a person reads the portal in, and mail to them is written in: the one
+    they picked in the user menu (``chosen``), else their browser's at their last login."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="language_preference",
+    )
+    language = models.CharField(_("language"), max_length=16, choices=settings.LANGUAGES)
+    chosen = models.BooleanField(
+        _("picked by the person"),
+        default=False,
+        help_text=_("Picked in the user menu, rather than taken from their browser."),
+    )
+    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
+
+    class Meta:
+        verbose_name = _("language preference")
+        verbose_name_plural = _("language preferences")
+
+    def __str__(self) -> str:
+        return f"{self.user_id}: {self.language}"
 
 
 class ApiToken(models.Model):

@@ -4,79 +4,116 @@ Each message goes through the site's channels (PORTAL_NOTIFICATION_CHANNELS): a
 notification in the portal and the same by mail today; webhook channels (chat, paging)
 are added later as more ``Channel`` classes behind the same call. Mail is sent after the
 surrounding transaction commits, so a rolled-back change never tells anyone anything.
+
+A message's subject and body are ``portal.phrases`` texts: the portal keeps them as they
+are and says them in the reader's language when the notification is shown; a mail is
+written in each recipient's language (``portal.languages``). ``notify_many`` sends many
+messages with one insert and one batch of mail (a month's statements closing).
 """
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.mail import send_mail
+from django.core.mail import send_mass_mail
 from django.db import transaction
 
+from portal import languages
 from portal.models import Membership, Notification, Project
+from portal.phrases import Text, bounded, render
 
 
 @dataclass(frozen=True)
 class Message:
-    subject: str
-    body: str = ""
+    subject: Text
+    body: Text = ""
     link: str = ""
 
 
+# Who is told what: the recipients (users) and the message.
+Batch = Sequence[tuple[Sequence[Any], Message]]
+
+
 class Channel(Protocol):
-    def send(self, recipients: Sequence, message: Message) -> None:
-        """Deliver ``message`` to ``recipients`` (users); never raises for one failure."""
+    def send(self, batch: Batch) -> None:
+        """Deliver each message to its recipients; never raises for one failure."""
         ...
 
 
 class PortalChannel:
-    """The notification list in the portal (written in the caller's transaction)."""
+    """The notification list in the portal (written in the caller's transaction), kept as
+    phrases and said in the reader's language when shown."""
 
-    def send(self, recipients: Sequence, message: Message) -> None:
+    def send(self, batch: Batch) -> None:
         Notification.objects.bulk_create(
-            Notification(
-                user=user, subject=message.subject[:200], body=message.body, link=message.link
-            )
-            for user in recipients
+            (
+                Notification(
+                    user=user,
+                    subject=bounded(message.subject, Notification.SUBJECT_LENGTH),
+                    body=message.body,
+                    link=message.link,
+                )
+                for recipients, message in batch
+                for user in recipients
+            ),
+            batch_size=500,
         )
 
 
 class EmailChannel:
-    """One mail to every recipient with an address, once the transaction commits. The
-    link is made absolute with PORTAL_BASE_URL."""
+    """One mail per message and language to the recipients with an address, in their
+    language, once the transaction commits. The link is made absolute with
+    PORTAL_BASE_URL."""
 
-    def send(self, recipients: Sequence, message: Message) -> None:
-        addresses = sorted({user.email for user in recipients if user.email})
-        if not addresses:
-            return
-        link = message.link
-        if link.startswith("/"):
-            link = f"{settings.PORTAL_BASE_URL.rstrip('/')}{link}"
-        text = f"{message.body}\n\n{link}".strip()
-        transaction.on_commit(
-            lambda: send_mail(
-                message.subject,
-                text,
-                settings.DEFAULT_FROM_EMAIL,
-                addresses,
-                fail_silently=True,
-            )
-        )
+    def send(self, batch: Batch) -> None:
+        everyone = {user.pk: user for recipients, _message in batch for user in recipients}
+        spoken = languages.preferred(everyone.values())
+        mails: list[tuple[str, str, str, list[str]]] = []
+        for recipients, message in batch:
+            by_language: dict[str, set[str]] = {}
+            for user in recipients:
+                if user.email:
+                    by_language.setdefault(spoken[user.pk], set()).add(user.email)
+            for language, addresses in sorted(by_language.items()):
+                subject, text = written(message, language)
+                mails.append((subject, text, settings.DEFAULT_FROM_EMAIL, sorted(addresses)))
+        if mails:
+            transaction.on_commit(lambda: send_mass_mail(mails, fail_silently=True))
+
+
+def written(message: Message, language: str) -> tuple[str, str]:
+    """A mail's subject and text in ``language``."""
+    link = message.link
+    if link.startswith("/"):
+        link = f"{settings.PORTAL_BASE_URL.rstrip('/')}{link}"
+    # A mail subject is one line.
+    subject = " ".join(render(message.subject, language).split())
+    text = f"{render(message.body, language)}\n\n{link}".strip()
+    return subject[: Notification.SUBJECT_LENGTH], text
 
 
 CHANNELS: dict[str, type] = {"portal": PortalChannel, "email": EmailChannel}
 
 
-def notify(users: Iterable, *, subject: str, body: str = "", link: str = "") -> None:
-    """Tell ``users`` (None entries are skipped) through every configured channel."""
-    recipients = [user for user in users if user is not None]
-    if not recipients:
+def notify(users: Iterable[Any], *, subject: Text, body: Text = "", link: str = "") -> None:
+    """Tell ``users`` (None entries are skipped) through every configured channel.
+    ``subject`` and ``body`` are phrases (``portal.phrases``) or a person's own words."""
+    notify_many([(users, Message(subject=subject, body=body, link=link))])
+
+
+def notify_many(batch: Iterable[tuple[Iterable[Any], Message]]) -> None:
+    """``notify`` for many messages at once: one insert, one batch of mail."""
+    kept = [
+        (recipients, message)
+        for users, message in batch
+        if (recipients := [user for user in users if user is not None])
+    ]
+    if not kept:
         return
-    message = Message(subject=subject, body=body, link=link)
     for name in settings.PORTAL_NOTIFICATION_CHANNELS:
-        CHANNELS[name]().send(recipients, message)
+        CHANNELS[name]().send(kept)
 
 
 def managers_of(project: Project | int) -> list:

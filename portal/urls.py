@@ -21,7 +21,7 @@ urlpatterns = [
     path("tokens/", token_views.token_list, name="tokens"),
     path("tokens/<int:pk>/revoke/", token_views.token_revoke, name="token_revoke"),
     path("admin/", admin.site.urls),
-    path("i18n/", include("django.conf.urls.i18n")),
+    path("i18n/setlang/", views.set_language, name="set_language"),
     # The agent's heartbeat (a plain view, off DRF), before the API's catch-all for
     # unknown /api/ paths; included by name, so that portal imports no app of its own.
     path("", include("rental.api.heartbeat")),

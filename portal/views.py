@@ -11,9 +11,10 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views import defaults
+from django.views import i18n as django_i18n
 from django.views.decorators.http import require_POST
 
-from portal import access, login_throttle
+from portal import access, languages, login_throttle
 from portal.audit_log import AuditFilterForm, in_words
 from portal.models import AuditEvent
 
@@ -31,6 +32,20 @@ class LoginView(auth_views.LoginView):
         if login_throttle.blocked(request, request.POST.get("username", "")):
             return too_many_logins(self, request)
         return super().post(request, *args, **kwargs)
+
+    def form_valid(self, form: Any) -> HttpResponse:
+        return languages.after_login(self.request, super().form_valid(form))
+
+
+def set_language(request: HttpRequest) -> HttpResponse:
+    """Django's language switch (the cookie), and the choice kept for the person, so
+    mail to them is written in it too."""
+    response = django_i18n.set_language(request)
+    if request.method == "POST" and request.user.is_authenticated:
+        languages.remember(
+            user=request.user, language=request.POST.get("language", ""), chosen=True
+        )
+    return response
 
 
 def too_many_logins(view: Any, request: HttpRequest) -> HttpResponse:

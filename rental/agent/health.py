@@ -8,10 +8,12 @@ from datetime import datetime
 from decimal import Decimal
 
 from django.conf import settings
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from portal import audit
 from portal.notifications import admins, notify
+from portal.phrases import Joined, Phrase
+from rental.loans.messages import lease_name
 from rental.models import Instance
 
 
@@ -46,41 +48,60 @@ def health_problems(
     health: dict | None,
     burn: dict | None,
     min_percent: int,
-) -> list[str]:
+) -> list[Phrase]:
     """Why an instance is not what it claims, in words for the engineer; empty if it is.
     A pure function over the agent's report."""
-    problems = []
+    problems: list[Phrase] = []
     if health:
         gpus = health.get("gpus", [])
         if len(gpus) != expected_count:
             problems.append(
-                _("%(got)s GPUs found, %(want)s expected.")
-                % {"got": len(gpus), "want": expected_count}
+                Phrase(
+                    gettext_noop("%(got)s GPUs found, %(want)s expected."),
+                    got=len(gpus),
+                    want=expected_count,
+                )
             )
         wrong = sorted({g["name"] for g in gpus if not gpu_name_matches(g["name"], expected_model)})
         if wrong:
             problems.append(
-                _("The card is %(got)s, not %(want)s.")
-                % {"got": ", ".join(wrong), "want": expected_model}
+                Phrase(
+                    gettext_noop("The card is %(got)s, not %(want)s."),
+                    got=", ".join(wrong),
+                    want=expected_model,
+                )
             )
         cuda = health.get("cuda_version", "")
         if image_cuda and cuda and _version(cuda) < _version(image_cuda):
             problems.append(
-                _("Driver %(driver)s supports CUDA up to %(cuda)s; the image needs CUDA %(need)s.")
-                % {"driver": health.get("driver_version", "?"), "cuda": cuda, "need": image_cuda}
+                Phrase(
+                    gettext_noop(
+                        "Driver %(driver)s supports CUDA up to %(cuda)s; the image needs CUDA "
+                        "%(need)s."
+                    ),
+                    driver=str(health.get("driver_version", "?")),
+                    cuda=str(cuda),
+                    need=image_cuda,
+                )
             )
         for name, sees in sorted((health.get("frameworks") or {}).items()):
             if sees.get("installed") and not sees.get("cuda"):
-                problems.append(_("%(framework)s does not see the GPU.") % {"framework": name})
+                problems.append(
+                    Phrase(gettext_noop("%(framework)s does not see the GPU."), framework=name)
+                )
     if burn and burn.get("tflops") and rated_tflops:
         slowest = min(burn["tflops"])
         if Decimal(str(slowest)) * 100 < rated_tflops * min_percent:
             problems.append(
-                _(
-                    "The acceptance burn reached %(got).1f TFLOPS, under %(percent)s %% of the "
-                    "rated %(rated)s."
+                Phrase(
+                    gettext_noop(
+                        "The acceptance burn reached %(got)s TFLOPS, under %(percent)s %% of "
+                        "the rated %(rated)s."
+                    ),
+                    got=f"{slowest:.1f}",
+                    percent=min_percent,
+                    rated=rated_tflops,
                 )
-                % {"got": slowest, "percent": min_percent, "rated": rated_tflops}
             )
     return problems
 
@@ -101,7 +122,7 @@ def judge_health(instance: Instance, *, now: datetime) -> None:
     before = instance.health
     if problems:
         instance.health = Instance.Health.UNHEALTHY
-        instance.health_message = " ".join(problems)[:300]
+        instance.health_message = Joined(problems)
     elif before != Instance.Health.UNHEALTHY:
         instance.health = Instance.Health.HEALTHY
         instance.health_message = ""
@@ -109,7 +130,9 @@ def judge_health(instance: Instance, *, now: datetime) -> None:
     if instance.health == Instance.Health.UNHEALTHY and before != Instance.Health.UNHEALTHY:
         notify(
             [lease.requester, *admins()],
-            subject=_("Unhealthy instance in %(lease)s") % {"lease": lease},
+            subject=Phrase(
+                gettext_noop("Unhealthy instance in %(lease)s"), lease=lease_name(lease)
+            ),
             body=instance.health_message,
             link=lease.get_absolute_url(),
         )

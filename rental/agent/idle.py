@@ -9,10 +9,12 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from portal import audit
 from portal.errors import InvalidTransition, NotPermitted
 from portal.notifications import managers_of, notify
+from portal.phrases import Phrase
 from rental.agent.idle_rules import (
     ACTIVE,
     IdleEvent,
@@ -23,6 +25,7 @@ from rental.agent.idle_rules import (
     idle_events,
 )
 from rental.loans.ending import end_reservation
+from rental.loans.messages import instance_name, lease_name
 from rental.models import Instance, Priority, Reservation, TerminationReason, UtilizationSample
 
 
@@ -89,23 +92,29 @@ def _warn(instance: Instance, lease: Reservation, event: IdleEvent, policy: Idle
     instance.save(update_fields=["idle_warned_at"])
     minutes = event.count * settings.PORTAL_AGENT_HEARTBEAT_SECONDS // 60
     if policy.reap is not None and lease.priority != Priority.PRODUCTION:
-        body = _(
-            "Every GPU of %(instance)s has been below %(threshold)s %% for %(minutes)s minutes. "
-            "It will be ended as idle after %(left)s more idle minutes unless you say you are "
-            "still using it."
-        ) % {
-            "instance": instance,
-            "threshold": policy.threshold_percent,
-            "minutes": minutes,
-            "left": (policy.reap - event.count) * settings.PORTAL_AGENT_HEARTBEAT_SECONDS // 60,
-        }
+        body = Phrase(
+            gettext_noop(
+                "Every GPU of %(instance)s has been below %(threshold)s %% for %(minutes)s "
+                "minutes. It will be ended as idle after %(left)s more idle minutes unless you "
+                "say you are still using it."
+            ),
+            instance=instance_name(instance),
+            threshold=policy.threshold_percent,
+            minutes=minutes,
+            left=(policy.reap - event.count) * settings.PORTAL_AGENT_HEARTBEAT_SECONDS // 60,
+        )
     else:
-        body = _(
-            "Every GPU of %(instance)s has been below %(threshold)s %% for %(minutes)s minutes."
-        ) % {"instance": instance, "threshold": policy.threshold_percent, "minutes": minutes}
+        body = Phrase(
+            gettext_noop(
+                "Every GPU of %(instance)s has been below %(threshold)s %% for %(minutes)s minutes."
+            ),
+            instance=instance_name(instance),
+            threshold=policy.threshold_percent,
+            minutes=minutes,
+        )
     notify(
         [lease.requester],
-        subject=_("Idle: %(lease)s") % {"lease": lease},
+        subject=Phrase(gettext_noop("Idle: %(lease)s"), lease=lease_name(lease)),
         body=body,
         link=lease.get_absolute_url(),
     )
@@ -123,12 +132,16 @@ def _warn(instance: Instance, lease: Reservation, event: IdleEvent, policy: Idle
 def _alert_manager(instance: Instance, lease: Reservation, event: IdleEvent) -> None:
     notify(
         managers_of(lease.project_id),
-        subject=_("Idle production lease: %(lease)s") % {"lease": lease},
-        body=_(
-            "%(instance)s of a production lease has had %(count)s idle samples in a row. "
-            "Production leases are never reaped; please check with %(user)s."
-        )
-        % {"instance": instance, "count": event.count, "user": lease.requester},
+        subject=Phrase(gettext_noop("Idle production lease: %(lease)s"), lease=lease_name(lease)),
+        body=Phrase(
+            gettext_noop(
+                "%(instance)s of a production lease has had %(count)s idle samples in a row. "
+                "Production leases are never reaped; please check with %(user)s."
+            ),
+            instance=instance_name(instance),
+            count=event.count,
+            user=lease.requester.get_username(),
+        ),
         link=lease.get_absolute_url(),
     )
     audit.record(
@@ -147,13 +160,19 @@ def _reap(instance: Instance, lease: Reservation, event: IdleEvent, *, now: date
         actor=None, reservation=lease, reason=TerminationReason.IDLE, now=event.at, source="worker"
     )
     Reservation.objects.filter(pk=lease.pk).update(
-        status_message=_("Ended after %(count)s idle samples in a row.") % {"count": event.count}
+        status_message=Phrase(
+            gettext_noop("Ended after %(count)s idle samples in a row."), count=event.count
+        )
     )
     notify(
         [lease.requester],
-        subject=_("Reaped as idle: %(lease)s") % {"lease": lease},
-        body=_("Every GPU stayed below the idle threshold for %(count)s samples in a row.")
-        % {"count": event.count},
+        subject=Phrase(gettext_noop("Reaped as idle: %(lease)s"), lease=lease_name(lease)),
+        body=Phrase(
+            gettext_noop(
+                "Every GPU stayed below the idle threshold for %(count)s samples in a row."
+            ),
+            count=event.count,
+        ),
         link=lease.get_absolute_url(),
     )
 

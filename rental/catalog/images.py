@@ -16,10 +16,12 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from portal import access, audit
 from portal.errors import InvalidInput, InvalidTransition, NotPermitted
 from portal.notifications import notify
+from portal.phrases import Phrase, Text, bounded
 from portal.text import plain_text
 from rental import jobs
 from rental.catalog.image_rules import driver_conflict
@@ -189,7 +191,11 @@ def advance_image(*, image_id: int, now: datetime | None = None) -> bool:
         if not image.image_id:
             source = image.source_instance
             if source is None or not source.external_id:
-                fail_image(image_id=image.pk, message=_("The instance to save is gone."), now=now)
+                fail_image(
+                    image_id=image.pk,
+                    message=Phrase(gettext_noop("The instance to save is gone.")),
+                    now=now,
+                )
                 return True
             cloud = provider.create_image(
                 source.external_id,
@@ -206,7 +212,9 @@ def advance_image(*, image_id: int, now: datetime | None = None) -> bool:
             found = provider.describe_images([image.image_id], region=image.region)
             if not found:
                 fail_image(
-                    image_id=image.pk, message=_("The cloud no longer knows this image."), now=now
+                    image_id=image.pk,
+                    message=Phrase(gettext_noop("The cloud no longer knows this image.")),
+                    now=now,
                 )
                 return True
             cloud = found[0]
@@ -224,7 +232,7 @@ def advance_image(*, image_id: int, now: datetime | None = None) -> bool:
     return False
 
 
-def fail_image(*, image_id: int, message: str, now: datetime | None = None) -> None:
+def fail_image(*, image_id: int, message: Text, now: datetime | None = None) -> None:
     _settle(image_id, state=State.FAILED, message=message, now=now)
 
 
@@ -232,19 +240,21 @@ def give_up(*, image_id: int, now: datetime | None = None) -> None:
     minutes = POLL_SECONDS * MAX_POLLS // 60
     fail_image(
         image_id=image_id,
-        message=_("Still not available after %(minutes)s minutes.") % {"minutes": minutes},
+        message=Phrase(
+            gettext_noop("Still not available after %(minutes)s minutes."), minutes=minutes
+        ),
         now=now,
     )
 
 
 @transaction.atomic
-def _settle(image_id: int, *, state: str, message: str, now: datetime | None) -> None:
+def _settle(image_id: int, *, state: str, message: Text, now: datetime | None) -> None:
     now = now or timezone.now()
     image = Image.objects.select_for_update(of=("self",)).select_related("project").get(pk=image_id)
     if image.state != State.PENDING:
         return  # a duplicate delivery settled it already: told once
     image.state = state
-    image.state_message = (message or "")[:300]
+    image.state_message = bounded(message or "", 300)
     image.available_at = now if state == State.AVAILABLE else None
     image.save(update_fields=["state", "state_message", "available_at"])
     audit.record(
@@ -257,15 +267,20 @@ def _settle(image_id: int, *, state: str, message: str, now: datetime | None) ->
         before={"state": State.PENDING},
         after={"state": state, "image_id": image.image_id},
     )
-    values = {"name": image.name, "project": image.project}
     if state == State.AVAILABLE:
-        subject = _("Image “%(name)s” is ready; pick it when you request GPUs for %(project)s.")
+        subject = Phrase(
+            gettext_noop(
+                "Image “%(name)s” is ready; pick it when you request GPUs for %(project)s."
+            ),
+            name=image.name,
+            project=image.project.name if image.project else "",
+        )
         body = ""
     else:
-        subject = _("Image “%(name)s” could not be saved.")
+        subject = Phrase(gettext_noop("Image “%(name)s” could not be saved."), name=image.name)
         body = image.state_message
     transaction.on_commit(
         lambda: notify(
-            [image.created_by], subject=subject % values, body=body, link=reverse("rental:images")
+            [image.created_by], subject=subject, body=body, link=reverse("rental:images")
         )
     )

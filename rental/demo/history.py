@@ -14,9 +14,11 @@ from decimal import Decimal
 from typing import Any
 
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from portal import audit
 from portal.models import Membership, Project
+from portal.phrases import Phrase
 from rental import selectors
 from rental.demo.people import ENGINEER, MANAGER
 from rental.models import (
@@ -344,13 +346,25 @@ class HistoryWriter:
             failed_at = lease.start + timedelta(
                 minutes=rng.randint(6, 9), seconds=rng.randrange(60)
             )
-            message = (
-                f"No {offering.instance_type} capacity in any zone after 6 attempts "
-                "(InsufficientInstanceCapacity). Try another GPU model or a later start."
+            # As the launch would say it (rental.fleet.launching.failure_message).
+            message = Phrase(
+                gettext_noop("%(tried)s; %(suggestion)s"),
+                tried=Phrase(
+                    gettext_noop(
+                        "No %(model)s capacity in %(zones)s zones and %(types)s instance types "
+                        "after %(tries)s tries over %(minutes)s minutes"
+                    ),
+                    model=lease.gpu_model.name,
+                    zones=3,
+                    types=1,
+                    tries=6,
+                    minutes=(failed_at - lease.start).seconds // 60,
+                ),
+                suggestion=Phrase(gettext_noop("try fewer GPUs or a later start.")),
             )
             lease.status = Reservation.Status.FAILED
             lease.status_code = "launch_failed"
-            lease.status_message = message[:300]
+            lease.status_message = message
             lease.end_reason = TerminationReason.FAILED
             lease.ended_at = failed_at
             return [
@@ -377,9 +391,11 @@ class HistoryWriter:
             TerminationReason.IDLE: Reservation.Status.REAPED,
         }.get(outcome, Reservation.Status.ENDED)
         if outcome == TerminationReason.SPOT_INTERRUPTED:
-            lease.status_message = "The cloud reclaimed the spot instance."
+            lease.status_message = Phrase(gettext_noop("The cloud reclaimed the spot capacity."))
         elif outcome == TerminationReason.IDLE:
-            lease.status_message = "Reaped after 30 idle minutes."
+            lease.status_message = Phrase(
+                gettext_noop("Ended after %(count)s idle samples in a row."), count=30
+            )
         instances = []
         for _index in range(lease.instance_count):
             launched_at = lease.start + timedelta(seconds=rng.randint(4, 25))

@@ -15,11 +15,12 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from portal import audit
 from portal.errors import InvalidInput
 from portal.notifications import notify
+from portal.phrases import Phrase, Text, bounded
 from rental import jobs
 from rental.catalog import volumes
 from rental.catalog.keys import keys_for_launch
@@ -36,6 +37,7 @@ from rental.fleet.failover import (
     next_try,
 )
 from rental.fleet.termination import finish_if_all_terminated
+from rental.loans.messages import lease_name
 from rental.loans.usage import stop_billing_and_terminate
 from rental.models import Instance, Reservation, TerminationReason, UsageRecord
 from rental.providers.base import (
@@ -135,7 +137,7 @@ def provision_instance(*, instance_id: int, now: datetime | None = None) -> None
             client_token=client_token(instance.idempotency_key, number),
         )
     except InvalidInput as no_rate:  # its currency has no exchange rate in force
-        fail_instance(instance_id=instance_id, message=no_rate.message, now=now)
+        fail_instance(instance_id=instance_id, message=no_rate.text, now=now)
         return
     except ProviderError as exc:
         launching.record_attempt(
@@ -230,7 +232,7 @@ def _link(instance: Instance, cloud: CloudInstance, *, now: datetime) -> None:
 def fail_instance(
     *,
     instance_id: int,
-    message: str,
+    message: Text,
     now: datetime | None = None,
     code: str = "launch_failed",
 ) -> None:
@@ -241,7 +243,7 @@ def fail_instance(
     if instance.state not in (State.REQUESTED, State.LAUNCHING):
         return
     instance.termination_reason = TerminationReason.FAILED
-    instance.last_error = message[:500]
+    instance.last_error = bounded(message, 500)
     if instance.external_id or instance.attempts.filter(kind__in=("", "transient")).exists():
         # An earlier call may have created it (accepted, or no answer): terminate whatever
         # carries its key. No launch of it is in flight any more.
@@ -266,7 +268,7 @@ def fail_instance(
         lease.status = Status.ENDING
         lease.end_reason = TerminationReason.FAILED
         lease.status_code = code
-        lease.status_message = message[:300]
+        lease.status_message = bounded(message, 300)
         lease.ended_at = now
         lease.save()
         for other in lease.instances.select_for_update().exclude(pk=instance.pk):
@@ -274,7 +276,7 @@ def fail_instance(
         finish_if_all_terminated(lease.pk)
         notify(
             [lease.requester],
-            subject=_("Could not start %(lease)s") % {"lease": lease},
+            subject=Phrase(gettext_noop("Could not start %(lease)s"), lease=lease_name(lease)),
             body=message,
             link=lease.get_absolute_url(),
         )
@@ -320,13 +322,17 @@ def mark_running(instance: Instance, cloud: CloudInstance, *, now: datetime) -> 
         ).exists()
     ):
         locked.status = Status.ACTIVE
-        locked.status_code = ""
-        locked.status_message = ""
+        if locked.notice_due_at is None:  # a lease told it is preempted keeps saying why
+            locked.status_code = ""
+            locked.status_message = ""
         locked.save()
         notify(
             [locked.requester],
-            subject=_("Ready: %(lease)s") % {"lease": locked},
-            body=_("SSH: %(user)s@%(host)s")
-            % {"user": instance.ssh_user, "host": instance.public_address},
+            subject=Phrase(gettext_noop("Ready: %(lease)s"), lease=lease_name(locked)),
+            body=Phrase(
+                gettext_noop("SSH: %(user)s@%(host)s"),
+                user=instance.ssh_user,
+                host=instance.public_address,
+            ),
             link=locked.get_absolute_url(),
         )

@@ -7,8 +7,9 @@ from datetime import datetime
 
 from django.conf import settings
 from django.utils import timezone
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
+from portal.phrases import Joined, Phrase, Text
 from rental import selectors
 from rental.catalog import exchange
 from rental.catalog.images import conflict_message
@@ -185,48 +186,56 @@ def failure_message(
     attempts: list[Attempt],
     decision: GiveUp,
     *,
-    last_message: str,
+    last_message: Text,
     now: datetime,
-) -> str:
+) -> Text:
     """What a person can act on: what was tried, for how long, and what to try instead."""
     lease = instance.reservation
     if decision.reason == "permanent":
-        return _("The cloud refused the launch: %(message)s") % {"message": last_message}
+        return Phrase(
+            gettext_noop("The cloud refused the launch: %(message)s"), message=last_message
+        )
     started_at = instance.provisioning_since or lease.start
     figures = failure_summary(attempts=attempts, started_at=started_at, now=now)
     figures["model"] = lease.gpu_model.name
     if figures["kind"] == "quota":
-        tried = _(
+        tried = gettext_noop(
             "The cloud accounts' quota for %(model)s is reached in %(places)s regions or "
             "accounts after %(tries)s tries over %(minutes)s minutes"
         )
     elif figures["kind"] == "capacity":
-        tried = _(
+        tried = gettext_noop(
             "No %(model)s capacity in %(zones)s zones and %(types)s instance types after "
             "%(tries)s tries over %(minutes)s minutes"
         )
     else:
-        tried = _(
+        tried = gettext_noop(
             "The cloud kept failing (%(kind)s) for %(model)s after %(tries)s tries over "
             "%(minutes)s minutes"
         )
-    message = tried % figures
+    message: Text = Phrase(tried, **figures)
     if decision.reason == "timeout":
-        message = _("Not running within the provisioning timeout. %(tried)s") % {"tried": message}
-    return f"{message}; {suggestion(lease)}"
+        message = Phrase(
+            gettext_noop("Not running within the provisioning timeout. %(tried)s"), tried=message
+        )
+    # Translators: what was tried, then what to try instead.
+    return Phrase(
+        gettext_noop("%(tried)s; %(suggestion)s"), tried=message, suggestion=suggestion(lease)
+    )
 
 
-def suggestion(lease: Reservation) -> str:
+def suggestion(lease: Reservation) -> Text:
     """What to ask for instead: spot (for an on-demand lease) and GPU models whose pool
     has room for this many GPUs now."""
-    choices = []
+    choices: list[Text] = []
     if lease.market == Market.ON_DEMAND:
-        choices.append(_("spot"))
+        choices.append(Phrase(gettext_noop("spot")))
     for pool in Pool.objects.exclude(gpu_model_id=lease.gpu_model_id).select_related("gpu_model"):
         if pool.capacity - selectors.pool_running_gpus(pool.gpu_model_id) >= lease.gpu_count:
             choices.append(pool.gpu_model.name)
     if not choices:
-        return _("try fewer GPUs or a later start.")
-    return _("try %(choices)s, which have room, or fewer GPUs.") % {
-        "choices": _(" or ").join(choices[:3])
-    }
+        return Phrase(gettext_noop("try fewer GPUs or a later start."))
+    return Phrase(
+        gettext_noop("try %(choices)s, which have room, or fewer GPUs."),
+        choices=Joined(choices[:3], Phrase(gettext_noop(" or "))),
+    )

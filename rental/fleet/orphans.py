@@ -12,10 +12,12 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Q
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from portal import audit
 from portal.models import Project
 from portal.notifications import admins, notify
+from portal.phrases import Joined, Phrase
 from rental.catalog import exchange
 from rental.fleet.instances import mark_running
 from rental.fleet.termination import tell_admins_still_billing
@@ -152,27 +154,50 @@ def handle_orphans(
     report_orphans(account=account, orphans=to_report, now=now)
 
 
+# An orphan's status in a sentence (the same words as its choices).
+ORPHAN_STATUS_WORDS = {
+    Orphan.Status.OPEN: gettext_noop("Reported"),
+    Orphan.Status.TERMINATING: gettext_noop("Terminating"),
+    Orphan.Status.TERMINATED: gettext_noop("Terminated"),
+    Orphan.Status.ADOPTED: gettext_noop("Adopted into a lease"),
+    Orphan.Status.STUCK: gettext_noop("Termination keeps failing"),
+}
+
+
 def report_orphans(*, account: ProviderAccount, orphans: list[Orphan], now: datetime) -> None:
     if not orphans:
         return
+    statuses = dict(
+        Orphan.objects.filter(pk__in=[o.pk for o in orphans]).values_list("pk", "status")
+    )
     lines = [
-        _("%(id)s (%(type)s, %(region)s), launched %(launched)s, about %(cost)s an hour: %(what)s")
-        % {
-            "id": orphan.external_id,
-            "type": orphan.instance_type or "?",
-            "region": orphan.region,
-            "launched": f"{orphan.launched_at:%Y-%m-%d %H:%M} UTC" if orphan.launched_at else "?",
-            "cost": orphan.hourly_cost if orphan.hourly_cost is not None else "?",
-            "what": Orphan.objects.get(pk=orphan.pk).get_status_display(),
-        }
+        Phrase(
+            gettext_noop(
+                "%(id)s (%(type)s, %(region)s), launched %(launched)s, about %(cost)s an hour: "
+                "%(what)s"
+            ),
+            id=orphan.external_id,
+            type=orphan.instance_type or "?",
+            region=orphan.region,
+            launched=Phrase(gettext_noop("%(at)s UTC"), at=orphan.launched_at)
+            if orphan.launched_at
+            else "?",
+            cost=orphan.hourly_cost if orphan.hourly_cost is not None else "?",
+            what=Phrase(ORPHAN_STATUS_WORDS[statuses[orphan.pk]])
+            if statuses.get(orphan.pk) in ORPHAN_STATUS_WORDS
+            else statuses.get(orphan.pk, ""),
+        )
         for orphan in orphans
     ]
     with transaction.atomic():
         notify(
             admins(),
-            subject=_("%(n)s orphan instance(s) in %(account)s")
-            % {"n": len(orphans), "account": account},
-            body="\n".join(lines),
+            subject=Phrase(
+                gettext_noop("%(n)s orphan instance(s) in %(account)s"),
+                n=len(orphans),
+                account=account.name,
+            ),
+            body=Joined(lines, "\n"),
             link="/admin/rental/orphan/",
         )
         Orphan.objects.filter(pk__in=[o.pk for o in orphans]).update(reported_at=now)

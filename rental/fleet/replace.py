@@ -10,9 +10,11 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from portal import access, audit
 from portal.errors import InvalidTransition, NotPermitted
+from portal.phrases import Phrase
 from rental import jobs
 from rental.loans.usage import stop_billing_and_terminate
 from rental.models import Instance, Reservation, TerminationReason
@@ -45,9 +47,9 @@ def replace_instance(
         provisioning_since=now,
     )
     lease.status = Reservation.Status.PROVISIONING
-    lease.status_message = _("Replacing an unhealthy instance: %(reason)s") % {
-        "reason": old.health_message
-    }
+    lease.status_message = Phrase(
+        gettext_noop("Replacing an unhealthy instance: %(reason)s"), reason=old.health_message
+    )
     lease.save()
     audit.record(
         actor=actor,

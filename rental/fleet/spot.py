@@ -12,13 +12,15 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from portal import audit
 from portal.errors import DomainError
 from portal.notifications import notify
+from portal.phrases import Phrase, Text, sentences
 from rental import jobs
 from rental.loans.admission import submit_reservation
+from rental.loans.messages import lease_name
 from rental.loans.usage import close_usage
 from rental.models import Instance, Market, Reservation, TerminationReason
 
@@ -45,7 +47,7 @@ def interruption_notice(*, instance: Instance, notice: dict, now: datetime) -> b
     lease.status = Status.ENDING
     lease.end_reason = reason
     lease.ended_at = at
-    lease.status_message = _("The cloud reclaimed the spot capacity.")
+    lease.status_message = Phrase(gettext_noop("The cloud reclaimed the spot capacity."))
     lease.save()
     for each in lease.instances.select_for_update():
         if each.state in (Instance.State.LAUNCHING, Instance.State.RUNNING):
@@ -63,15 +65,15 @@ def interruption_notice(*, instance: Instance, notice: dict, now: datetime) -> b
         at=now,
         after={"interruption_at": at.isoformat()},
     )
-    body = _("Spot interruption announced for %(at)s UTC; save your work now.") % {
-        "at": f"{at:%H:%M:%S}"
-    }
+    body: Text = Phrase(
+        gettext_noop("Spot interruption announced for %(at)s UTC; save your work now."), at=at
+    )
     retry = _requeue(lease, now=now) if lease.requeue_on_preemption else None
     if retry is not None:
-        body += " " + _("Lease #%(id)s asks for the remaining time again.") % {"id": retry.pk}
+        body = sentences(body, asks_again(retry))
     notify(
         [lease.requester],
-        subject=_("Spot interruption: %(lease)s") % {"lease": lease},
+        subject=Phrase(gettext_noop("Spot interruption: %(lease)s"), lease=lease_name(lease)),
         body=body,
         link=lease.get_absolute_url(),
     )
@@ -80,6 +82,10 @@ def interruption_notice(*, instance: Instance, notice: dict, now: datetime) -> b
 
 def _terminate_at(instance_id: int, at: datetime) -> None:
     jobs.terminate_on_commit(instance_id, eta=at)
+
+
+def asks_again(retry: Reservation) -> Phrase:
+    return Phrase(gettext_noop("Lease #%(id)s asks for the remaining time again."), id=retry.pk)
 
 
 def _requeue(lease: Reservation, *, now: datetime) -> Reservation | None:
@@ -135,7 +141,7 @@ def after_sync_interruption(*, instance_id: int, now: datetime) -> None:
     if retry is not None:
         notify(
             [lease.requester],
-            subject=_("Spot interruption: %(lease)s") % {"lease": lease},
-            body=_("Lease #%(id)s asks for the remaining time again.") % {"id": retry.pk},
+            subject=Phrase(gettext_noop("Spot interruption: %(lease)s"), lease=lease_name(lease)),
+            body=asks_again(retry),
             link=retry.get_absolute_url(),
         )

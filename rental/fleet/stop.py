@@ -14,14 +14,17 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from portal import access, audit
 from portal.errors import InvalidTransition, NotPermitted, QuotaExceeded
 from portal.notifications import notify
+from portal.phrases import Phrase
 from rental import jobs
 from rental.catalog import storage
 from rental.fleet.cloud import provider_for
 from rental.loans.admission import admission
+from rental.loans.messages import lease_name
 from rental.loans.standing import lock_pool
 from rental.loans.usage import close_usage
 from rental.models import Instance, Market, Reservation, TerminationReason
@@ -63,7 +66,9 @@ def stop_lease(
         instance.save(update_fields=["state", "stopped_at"])
     storage.open_disks(instances, project_id=lease.project_id, at=now)  # billed as storage (B8)
     lease.status = Status.STOPPED
-    lease.status_message = _("Stopped; the disk is kept. Resume to start it again.")
+    lease.status_message = Phrase(
+        gettext_noop("Stopped; the disk is kept. Resume to start it again.")
+    )
     lease.save()
     audit.record(
         actor=actor,
@@ -112,7 +117,7 @@ def resume_lease(
         )
     lease.status = Status.PROVISIONING
     lease.tier = decision.tier
-    lease.status_message = _("Resuming on the kept disk.")
+    lease.status_message = Phrase(gettext_noop("Resuming on the kept disk."))
     lease.save()
     instances = list(lease.instances.select_for_update().filter(state=State.STOPPED))
     for instance in instances:
@@ -224,16 +229,19 @@ def expire_stopped_leases(*, now: datetime | None = None) -> tuple[int, int]:
             if claimed:
                 notify(
                     [lease.requester],
-                    subject=_("Stopped lease %(lease)s will be deleted soon") % {"lease": lease},
-                    body=_(
-                        "It has been stopped for %(days)s days; its instance and disk are "
-                        "deleted after %(retention)s days. Resume it to keep it."
-                    )
-                    % {
-                        "days": settings.PORTAL_STOPPED_RETENTION_DAYS
+                    subject=Phrase(
+                        gettext_noop("Stopped lease %(lease)s will be deleted soon"),
+                        lease=lease_name(lease),
+                    ),
+                    body=Phrase(
+                        gettext_noop(
+                            "It has been stopped for %(days)s days; its instance and disk are "
+                            "deleted after %(retention)s days. Resume it to keep it."
+                        ),
+                        days=settings.PORTAL_STOPPED_RETENTION_DAYS
                         - settings.PORTAL_STOPPED_WARNING_DAYS,
-                        "retention": settings.PORTAL_STOPPED_RETENTION_DAYS,
-                    },
+                        retention=settings.PORTAL_STOPPED_RETENTION_DAYS,
+                    ),
                     link=lease.get_absolute_url(),
                 )
                 warned += 1

@@ -14,8 +14,9 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
+from portal.phrases import Phrase
 from rental import jobs
 from rental.fleet import orphans, recovery, spot
 from rental.fleet.cloud import installation_tags
@@ -184,10 +185,14 @@ def _time_out_launches(now: datetime) -> int:
         )
         .values_list("pk", flat=True)
     )
-    message = _(
-        "Not running %(minutes)s minutes after the launch began (the provisioning timeout); "
-        "what was started is terminated. Try again, or another GPU model or region."
-    ) % {"minutes": round(timeout / 60)}
+    message = Phrase(
+        gettext_noop(
+            "Not running %(minutes)s minutes after the launch began (the provisioning "
+            "timeout); what was started is terminated. Try again, or another GPU model or "
+            "region."
+        ),
+        minutes=round(timeout / 60),
+    )
     for pk in list(overdue):
         fail_instance(instance_id=pk, message=message, now=now, code="provisioning_timeout")
     return len(overdue)

@@ -10,16 +10,18 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from portal import audit
 from portal.models import AuditEvent
 from portal.notifications import admins, notify
+from portal.phrases import Phrase
 from rental import jobs
 from rental.catalog import volumes
 from rental.fleet import volume_cloud
 from rental.fleet.cloud import LaunchRetry, provider_for
 from rental.loans.ending import GONE, ended_status
+from rental.loans.messages import lease_name
 from rental.loans.usage import close_usage, stop_billing_and_terminate
 from rental.models import Instance, ProviderAccount, Reservation, TerminationReason, UsageRecord
 from rental.providers.base import TAG_IDEMPOTENCY_KEY, CloudState, Provider, ProviderError
@@ -98,19 +100,21 @@ def tell_admins_still_billing(
 ) -> None:
     notify(
         admins(),
-        subject=_("Could not terminate %(id)s: it may still be billing") % {"id": external_id},
-        body=_(
-            "Instance %(id)s in account %(account)s (%(region)s) could not be terminated "
-            "after %(n)s tries and may still be running and billing. Terminate it in the "
-            "provider's console. Last error: %(error)s"
-        )
-        % {
-            "id": external_id,
-            "account": account,
-            "region": region,
-            "n": failures,
-            "error": error,
-        },
+        subject=Phrase(
+            gettext_noop("Could not terminate %(id)s: it may still be billing"), id=external_id
+        ),
+        body=Phrase(
+            gettext_noop(
+                "Instance %(id)s in account %(account)s (%(region)s) could not be terminated "
+                "after %(n)s tries and may still be running and billing. Terminate it in the "
+                "provider's console. Last error: %(error)s"
+            ),
+            id=external_id,
+            account=account.name,
+            region=region,
+            n=failures,
+            error=error,
+        ),
     )
 
 
@@ -159,13 +163,15 @@ def mark_terminated(*, instance_id: int, at: datetime, reason: str = "") -> None
         lease.status = Status.ENDING
         lease.end_reason = reason
         lease.ended_at = at
-        lease.status_message = _("The provider ended the instance.")
+        lease.status_message = Phrase(gettext_noop("The provider ended the instance."))
         lease.save()
         for other in lease.instances.select_for_update().exclude(pk=instance.pk):
             stop_billing_and_terminate(other, reason=reason, at=at)
         notify(
             [lease.requester],
-            subject=_("Ended by the provider: %(lease)s") % {"lease": lease},
+            subject=Phrase(
+                gettext_noop("Ended by the provider: %(lease)s"), lease=lease_name(lease)
+            ),
             link=lease.get_absolute_url(),
         )
     finish_if_all_terminated(lease.pk)
@@ -233,13 +239,15 @@ def mark_terminated_many(ended: dict[int, datetime]) -> None:
         # Ended outside the portal (L3): the lease ends with it.
         at, reason = first_end[lease.pk]
         lease.status, lease.end_reason, lease.ended_at = Status.ENDING, reason, at
-        lease.status_message = _("The provider ended the instance.")
+        lease.status_message = Phrase(gettext_noop("The provider ended the instance."))
         changed_leases.append(lease)
         for other in lease.instances.select_for_update().exclude(pk__in=list(why)):
             stop_billing_and_terminate(other, reason=reason, at=at)
         notify(
             [lease.requester],
-            subject=_("Ended by the provider: %(lease)s") % {"lease": lease},
+            subject=Phrase(
+                gettext_noop("Ended by the provider: %(lease)s"), lease=lease_name(lease)
+            ),
             link=lease.get_absolute_url(),
         )
     Reservation.objects.bulk_update(

@@ -13,10 +13,11 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from portal import audit
 from portal.notifications import notify
+from portal.phrases import Phrase, Text, bounded
 from rental.catalog import storage
 from rental.fleet.cloud import LaunchRetry
 from rental.models import DataVolume, Instance
@@ -125,7 +126,7 @@ def _fail(volume_id: int, message: str, *, now: datetime) -> None:
     if volume.created_by is not None:
         notify(
             [volume.created_by],
-            subject=_("Could not create the volume %(name)s") % {"name": volume.name},
+            subject=Phrase(gettext_noop("Could not create the volume %(name)s"), name=volume.name),
             body=message,
         )
 
@@ -138,7 +139,12 @@ def attach_in_cloud(volume_id: int, *, now: datetime | None = None) -> None:
     volume = DataVolume.objects.select_related("account", "attached_instance").get(pk=volume_id)
     instance = volume.attached_instance
     if instance is None or instance.state != Instance.State.RUNNING or not instance.external_id:
-        _record_attach(volume_id, ok=False, message=_("The instance is not running."), now=now)
+        _record_attach(
+            volume_id,
+            ok=False,
+            message=Phrase(gettext_noop("The instance is not running.")),
+            now=now,
+        )
         return
     try:
         _provider(volume).attach_volume(
@@ -157,7 +163,7 @@ def attach_in_cloud(volume_id: int, *, now: datetime | None = None) -> None:
 
 
 @transaction.atomic
-def _record_attach(volume_id: int, *, ok: bool, message: str, now: datetime) -> None:
+def _record_attach(volume_id: int, *, ok: bool, message: Text, now: datetime) -> None:
     volume = DataVolume.objects.select_for_update().get(pk=volume_id)
     if volume.state != VState.ATTACHING:
         return
@@ -167,7 +173,7 @@ def _record_attach(volume_id: int, *, ok: bool, message: str, now: datetime) -> 
     else:
         volume.state, volume.attached_instance, volume.device = VState.AVAILABLE, None, ""
     volume.claimed_at = None
-    volume.last_error = message[:500]
+    volume.last_error = bounded(message, 500)
     volume.save(update_fields=["state", "attached_instance", "device", "claimed_at", "last_error"])
     audit.record(
         actor=None,
@@ -183,7 +189,9 @@ def _record_attach(volume_id: int, *, ok: bool, message: str, now: datetime) -> 
         if lease is not None:
             notify(
                 [lease.requester],
-                subject=_("The volume %(name)s could not be attached") % {"name": volume.name},
+                subject=Phrase(
+                    gettext_noop("The volume %(name)s could not be attached"), name=volume.name
+                ),
                 body=message,
                 link=lease.get_absolute_url(),
             )

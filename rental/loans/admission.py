@@ -11,6 +11,7 @@ from decimal import Decimal
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from portal import access, approvals, audit
 from portal.errors import (
@@ -20,6 +21,7 @@ from portal.errors import (
     QuotaExceeded,
 )
 from portal.models import Project
+from portal.phrases import Phrase
 from portal.text import COMMENT_LENGTH, plain_text
 from rental import jobs, selectors
 from rental.loans import ceiling, messages, pending_limit, reclaim, reservations
@@ -75,7 +77,9 @@ def auto_approve_exceeded() -> Decision:
         status=Status.PENDING_APPROVAL,
         tier=Tier.BURST,
         code="over_auto_approve",
-        message=_("Beyond the project's auto-approve limits; a manager must approve."),
+        message=Phrase(
+            gettext_noop("Beyond the project's auto-approve limits; a manager must approve.")
+        ),
     )
 
 

@@ -5,7 +5,9 @@ site check refuse a lease, without rental importing billing.
 arguments ``project``, ``gpu_model``, ``gpu_count``, ``tier``, ``market``,
 ``starts_at``, ``ends_at``, ``is_reservation`` and ``now`` and returns None to allow or
 ``(reason_code, message)`` or ``(reason_code, message, figures)`` to refuse; the figures
-(a dict of numbers) reach the API's 409 answer.
+(a dict of numbers) reach the API's 409 answer. The message is best a phrase
+(``portal.phrases``): a lease held back keeps it as its reason, said in each reader's
+language.
 
 The checks read other tables (budgets, spend), never the pool's standing, so a
 submission asks them *before* it takes the pool lock, once for each tier the request can
@@ -23,12 +25,13 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 
 from portal.errors import DomainError
+from portal.phrases import Joined, Phrase, Text
 from rental.loans.admission_rules import Decision
 from rental.models import Market, Reservation, Tier
 
 Status = Reservation.Status
 
-Refusal = tuple[str, str, dict[str, Any]]  # code, message, figures
+Refusal = tuple[str, Text, dict[str, Any]]  # code, message, figures
 
 
 @cache
@@ -83,7 +86,8 @@ def first_refusal(asked: Asked, tier: str) -> Refusal | None:
         )
         if refusal is not None:
             code, message, *figures = refusal  # type: ignore[misc]
-            return str(code), str(message), dict(figures[0]) if figures else {}
+            kept = message if isinstance(message, Phrase | Joined) else str(message)
+            return str(code), kept, dict(figures[0]) if figures else {}
     return None
 
 
@@ -136,9 +140,7 @@ def hold(lease: Any, decision: Decision, *, now: datetime) -> Decision | None:
     if refusal is None:
         return None
     code, message, _figures = refusal
-    return Decision(
-        status=Status.QUEUED, tier=decision.tier, code=held_code(code), message=message[:300]
-    )
+    return Decision(status=Status.QUEUED, tier=decision.tier, code=held_code(code), message=message)
 
 
 def raise_refusal(refusal: Refusal | None) -> None:

@@ -6,9 +6,10 @@ Pure decisions over numbers read under the pool's row lock; the services in
 
 from dataclasses import dataclass
 
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from portal.errors import QuotaExceeded
+from portal.phrases import Phrase, Text
 from rental.models import Market, Priority, Reservation, Tier
 
 Status = Reservation.Status
@@ -46,7 +47,9 @@ class Decision:
     status: str
     tier: str
     code: str = ""
-    message: str = ""
+    # Why, as a phrase (portal.phrases): it becomes the lease's reason, said to each reader
+    # in their language.
+    message: Text = ""
 
 
 def needs_approval(
@@ -89,22 +92,24 @@ def decide(
             status=Status.QUEUED,
             tier=Tier.GUARANTEED,
             code="needs_own_reclaim",
-            message=_(
-                "The project's guarantee is in use by its own lower-priority leases; "
-                "they give their GPUs back."
+            message=Phrase(
+                gettext_noop(
+                    "The project's guarantee is in use by its own lower-priority leases; "
+                    "they give their GPUs back."
+                )
             ),
         )
     if priority == Priority.PRODUCTION:
         raise QuotaExceeded(
-            _(
-                "Production leases run only within the project's guarantee: %(left)s of "
-                "%(g)s guaranteed GPUs are free and %(n)s were asked."
-            )
-            % {
-                "left": max(standing.guaranteed - standing.used_guaranteed, 0),
-                "g": standing.guaranteed,
-                "n": gpu_count,
-            },
+            Phrase(
+                gettext_noop(
+                    "Production leases run only within the project's guarantee: %(left)s of "
+                    "%(g)s guaranteed GPUs are free and %(n)s were asked."
+                ),
+                left=max(standing.guaranteed - standing.used_guaranteed, 0),
+                g=standing.guaranteed,
+                n=gpu_count,
+            ),
             code="production_over_guarantee",
             field="priority",
             figures={
@@ -123,11 +128,15 @@ def _over_ceiling(standing: Standing, gpu_count: int, tier: str) -> Decision:
         status=Status.PENDING_APPROVAL,
         tier=tier,
         code="over_ceiling",
-        message=_(
-            "Over the project's ceiling: %(used)s of %(ceiling)s GPUs in use, %(n)s asked. "
-            "A manager must approve."
-        )
-        % {"used": standing.used, "ceiling": standing.ceiling, "n": gpu_count},
+        message=Phrase(
+            gettext_noop(
+                "Over the project's ceiling: %(used)s of %(ceiling)s GPUs in use, %(n)s asked. "
+                "A manager must approve."
+            ),
+            used=standing.used,
+            ceiling=standing.ceiling,
+            n=gpu_count,
+        ),
     )
 
 
@@ -139,6 +148,11 @@ def _with_room(standing: Standing, gpu_count: int, tier: str) -> Decision:
         status=Status.QUEUED,
         tier=tier,
         code="no_capacity",
-        message=_("The pool has %(free)s of %(capacity)s GPUs free; the lease waits for room.")
-        % {"free": max(free, 0), "capacity": standing.capacity},
+        message=Phrase(
+            gettext_noop(
+                "The pool has %(free)s of %(capacity)s GPUs free; the lease waits for room."
+            ),
+            free=max(free, 0),
+            capacity=standing.capacity,
+        ),
     )

@@ -11,8 +11,9 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db.models import Q
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
+from portal.phrases import Phrase, Text, sentences
 from rental.loans.admission_rules import Decision
 from rental.loans.reservation_rules import Booking, Conflict, first_conflict, span_text
 from rental.loans.standing import CLAIMING, HOLDING_GPUS, NOTICED
@@ -67,11 +68,22 @@ def ceiling_conflict(
     )
 
 
-def over_ceiling_message(conflict: Conflict) -> str:
-    return _(
-        "Over the project's ceiling then: %(span)s it would run %(needed)s GPUs, its "
-        "ceiling is %(ceiling)s (its bookings count over their windows)."
-    ) % {"span": span_text(conflict), "needed": conflict.needed, "ceiling": conflict.capacity}
+def over_ceiling_message(conflict: Conflict) -> Phrase:
+    return Phrase(
+        gettext_noop(
+            "Over the project's ceiling then: %(span)s it would run %(needed)s GPUs, its "
+            "ceiling is %(ceiling)s (its bookings count over their windows)."
+        ),
+        span=span_text(conflict),
+        needed=conflict.needed,
+        ceiling=conflict.capacity,
+    )
+
+
+def over_ceiling_for_manager(conflict: Conflict) -> Text:
+    return sentences(
+        over_ceiling_message(conflict), Phrase(gettext_noop("A manager must approve."))
+    )
 
 
 def over_ceiling_figures(conflict: Conflict) -> dict:
@@ -117,7 +129,7 @@ def keep_ceiling(
         status=Status.PENDING_APPROVAL,
         tier=Tier.BURST,
         code="over_ceiling",
-        message=over_ceiling_message(conflict) + " " + _("A manager must approve."),
+        message=over_ceiling_for_manager(conflict),
     )
 
 
@@ -136,5 +148,5 @@ def booking_decision(
         status=Status.PENDING_APPROVAL,
         tier=Tier.BURST,
         code="over_ceiling",
-        message=over_ceiling_message(conflict) + " " + _("A manager must approve."),
+        message=over_ceiling_for_manager(conflict),
     )

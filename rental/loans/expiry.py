@@ -11,12 +11,14 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from portal import audit
 from portal.errors import InvalidTransition
 from portal.notifications import notify
+from portal.phrases import Phrase
 from rental.loans.ending import end_reservation
+from rental.loans.messages import lease_name
 from rental.models import Reservation, TerminationReason
 
 Status = Reservation.Status
@@ -46,13 +48,19 @@ def warn_ending_leases(*, now: datetime | None = None) -> int:
             minutes = max(1, math.ceil((lease.end - now).total_seconds() / 60))
             notify(
                 [lease.requester],
-                subject=_("Ends in %(minutes)s minutes: %(lease)s")
-                % {"minutes": minutes, "lease": lease},
-                body=_(
-                    "Lease #%(id)s ends at %(end)s UTC. Its instances are terminated then "
-                    "and billing stops; save your work, or extend the lease."
-                )
-                % {"id": lease.pk, "end": f"{lease.end:%Y-%m-%d %H:%M:%S}"},
+                subject=Phrase(
+                    gettext_noop("Ends in %(minutes)s minutes: %(lease)s"),
+                    minutes=minutes,
+                    lease=lease_name(lease),
+                ),
+                body=Phrase(
+                    gettext_noop(
+                        "Lease #%(id)s ends at %(end)s UTC. Its instances are terminated then "
+                        "and billing stops; save your work, or extend the lease."
+                    ),
+                    id=lease.pk,
+                    end=lease.end,
+                ),
                 link=f"{lease.get_absolute_url()}#extend-form",
             )
             audit.record(

@@ -1,28 +1,67 @@
-"""What the lease services tell people, in one place (subjects, bodies, links)."""
+"""What the lease services tell people, in one place (subjects, bodies, links).
+
+Subjects and bodies are phrases (``portal.phrases``): kept as they are, and said in the
+language of whoever reads them.
+"""
 
 from datetime import datetime
 
 from django.urls import reverse
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from portal.notifications import admins, managers_of, notify
-from rental.models import AvailabilityWatch, Pool, QuotaRequest, Reservation
+from portal.phrases import Phrase, Text
+from rental.models import AvailabilityWatch, Instance, Pool, QuotaRequest, Reservation, Tier
+
+# A tier as a word in a sentence ("needs 2 GPUs in tier burst").
+TIER_WORDS = {
+    Tier.GUARANTEED: gettext_noop("guaranteed"),
+    Tier.BURST: gettext_noop("burst"),
+    Tier.RESERVED: gettext_noop("reserved"),
+    Tier.SPOT: gettext_noop("spot"),
+}
+
+
+def lease_name(lease: Reservation) -> Phrase:
+    """How a message names a lease: "#12 2× A100 80GB for Vision"."""
+    return Phrase(
+        gettext_noop("#%(id)s %(n)s× %(model)s for %(project)s"),
+        id=lease.pk,
+        n=lease.gpu_count,
+        model=lease.gpu_model.name,
+        project=lease.project.name,
+    )
+
+
+def instance_name(instance: Instance) -> Text:
+    """How a message names an instance: its cloud id, or its number before it has one."""
+    if instance.external_id:
+        return instance.external_id
+    return Phrase(gettext_noop("instance #%(id)s"), id=instance.pk)
+
+
+def tier_word(tier: str) -> Text:
+    """A tier as a word in a sentence; an unknown one as its code."""
+    word = TIER_WORDS.get(tier)
+    return Phrase(word) if word else tier
 
 
 def approval_needed(lease: Reservation) -> None:
     notify(
         managers_of(lease.project_id),
-        subject=_("Approval needed: %(lease)s") % {"lease": lease},
+        subject=Phrase(gettext_noop("Approval needed: %(lease)s"), lease=lease_name(lease)),
         body=lease.status_message,
         link=lease.get_absolute_url(),
     )
 
 
 def decided(lease: Reservation, *, approved: bool) -> None:
-    subject = _("Approved: %(lease)s") if approved else _("Rejected: %(lease)s")
+    subject = (
+        gettext_noop("Approved: %(lease)s") if approved else gettext_noop("Rejected: %(lease)s")
+    )
     notify(
         [lease.requester],
-        subject=subject % {"lease": lease},
+        subject=Phrase(subject, lease=lease_name(lease)),
         body=lease.decision_comment,
         link=lease.get_absolute_url(),
     )
@@ -31,7 +70,7 @@ def decided(lease: Reservation, *, approved: bool) -> None:
 def starting(lease: Reservation) -> None:
     notify(
         [lease.requester],
-        subject=_("Starting: %(lease)s") % {"lease": lease},
+        subject=Phrase(gettext_noop("Starting: %(lease)s"), lease=lease_name(lease)),
         link=lease.get_absolute_url(),
     )
 
@@ -40,8 +79,9 @@ def preempted(victim: Reservation, *, needed_by: Reservation, due: datetime) -> 
     """Q8: the victim is told at T with the reason and the lease that needs its GPUs."""
     notify(
         [victim.requester],
-        subject=_("Preempted at %(due)s UTC: %(lease)s")
-        % {"lease": victim, "due": due.strftime("%Y-%m-%d %H:%M:%S")},
+        subject=Phrase(
+            gettext_noop("Preempted at %(due)s UTC: %(lease)s"), lease=lease_name(victim), due=due
+        ),
         body=victim.status_message,
         link=victim.get_absolute_url(),
     )
@@ -50,8 +90,12 @@ def preempted(victim: Reservation, *, needed_by: Reservation, due: datetime) -> 
 def requeued(lease: Reservation) -> None:
     notify(
         [lease.requester],
-        subject=_("Queued again: %(lease)s") % {"lease": lease},
-        body=_("Your preempted lease waits in the queue with its original submission time."),
+        subject=Phrase(gettext_noop("Queued again: %(lease)s"), lease=lease_name(lease)),
+        body=Phrase(
+            gettext_noop(
+                "Your preempted lease waits in the queue with its original submission time."
+            )
+        ),
         link=lease.get_absolute_url(),
     )
 
@@ -59,32 +103,43 @@ def requeued(lease: Reservation) -> None:
 def promoted(lease: Reservation) -> None:
     notify(
         [lease.requester],
-        subject=_("Now guaranteed: %(lease)s") % {"lease": lease},
-        body=_("The project's guarantee has room again; this lease can no longer be reclaimed."),
+        subject=Phrase(gettext_noop("Now guaranteed: %(lease)s"), lease=lease_name(lease)),
+        body=Phrase(
+            gettext_noop(
+                "The project's guarantee has room again; this lease can no longer be reclaimed."
+            )
+        ),
         link=lease.get_absolute_url(),
     )
 
 
 def extension_asked(
-    lease: Reservation, *, until: datetime, limit_hours: int | None, why: str = ""
+    lease: Reservation, *, until: datetime, limit_hours: int | None, why: Text = ""
 ) -> None:
     """``why``: the rule that needs the approval, when it is not the auto-approve hours."""
     notify(
         managers_of(lease.project_id),
-        subject=_("Extension asked: %(lease)s") % {"lease": lease},
-        body=_("Until %(end)s UTC. %(why)s") % {"end": until.strftime("%Y-%m-%d %H:%M"), "why": why}
+        subject=Phrase(gettext_noop("Extension asked: %(lease)s"), lease=lease_name(lease)),
+        body=Phrase(gettext_noop("Until %(end)s UTC. %(why)s"), end=until, why=why)
         if why
-        else _("Until %(end)s UTC, beyond the project's auto-approve limit of %(h)s h.")
-        % {"end": until.strftime("%Y-%m-%d %H:%M"), "h": limit_hours},
+        else Phrase(
+            gettext_noop("Until %(end)s UTC, beyond the project's auto-approve limit of %(h)s h."),
+            end=until,
+            h=limit_hours if limit_hours is not None else "—",
+        ),
         link=lease.get_absolute_url(),
     )
 
 
 def extension_decided(lease: Reservation, *, approved: bool, comment: str) -> None:
-    subject = _("Extended: %(lease)s") if approved else _("Extension refused: %(lease)s")
+    subject = (
+        gettext_noop("Extended: %(lease)s")
+        if approved
+        else gettext_noop("Extension refused: %(lease)s")
+    )
     notify(
         [lease.requester],
-        subject=subject % {"lease": lease},
+        subject=Phrase(subject, lease=lease_name(lease)),
         body=comment,
         link=lease.get_absolute_url(),
     )
@@ -97,19 +152,25 @@ def _project_link(request: QuotaRequest) -> str:
 def quota_change_asked(request: QuotaRequest, *, by_admin: bool) -> None:
     notify(
         admins() if by_admin else managers_of(request.project_id),
-        subject=_("Quota change asked: %(project)s, %(model)s")
-        % {"project": request.project, "model": request.gpu_model},
+        subject=Phrase(
+            gettext_noop("Quota change asked: %(project)s, %(model)s"),
+            project=request.project.name,
+            model=request.gpu_model.name,
+        ),
         body=request.reason,
         link=_project_link(request),
     )
 
 
 def quota_change_decided(request: QuotaRequest, *, approved: bool) -> None:
-    verdict = _("approved") if approved else _("rejected")
+    subject = (
+        gettext_noop("Quota change approved: %(model)s")
+        if approved
+        else gettext_noop("Quota change rejected: %(model)s")
+    )
     notify(
         [request.requested_by],
-        subject=_("Quota change %(verdict)s: %(model)s")
-        % {"verdict": verdict, "model": request.gpu_model},
+        subject=Phrase(subject, model=request.gpu_model.name),
         body=request.decision_comment,
         link=_project_link(request),
     )
@@ -117,15 +178,21 @@ def quota_change_decided(request: QuotaRequest, *, approved: bool) -> None:
 
 def pool_degraded(pool: Pool, *, guaranteed: int) -> None:
     if pool.capacity < guaranteed:
-        body = _(
-            "Capacity %(c)s is below the %(g)s GPUs guaranteed to projects. "
-            "Guaranteed leases are still never preempted by other projects."
-        ) % {"c": pool.capacity, "g": guaranteed}
+        body = Phrase(
+            gettext_noop(
+                "Capacity %(c)s is below the %(g)s GPUs guaranteed to projects. "
+                "Guaranteed leases are still never preempted by other projects."
+            ),
+            c=pool.capacity,
+            g=guaranteed,
+        )
     else:
-        body = _("An admin marked it degraded: %(reason)s") % {"reason": pool.degraded_reason}
+        body = Phrase(
+            gettext_noop("An admin marked it degraded: %(reason)s"), reason=pool.degraded_reason
+        )
     notify(
         admins(),
-        subject=_("Pool degraded: %(pool)s") % {"pool": pool},
+        subject=Phrase(gettext_noop("Pool degraded: %(model)s"), model=pool.gpu_model.name),
         body=body,
         link=reverse("rental:pool", kwargs={"pk": pool.pk}),
     )
@@ -134,6 +201,11 @@ def pool_degraded(pool: Pool, *, guaranteed: int) -> None:
 def room_appeared(watch: AvailabilityWatch, *, pool: Pool, free: int) -> None:
     notify(
         [watch.user],
-        subject=_("%(n)s× %(model)s are free now") % {"n": watch.count, "model": pool},
-        body=_("The pool has %(free)s GPUs free; ask before someone else does.") % {"free": free},
+        subject=Phrase(
+            gettext_noop("%(n)s× %(model)s are free now"), n=watch.count, model=pool.gpu_model.name
+        ),
+        body=Phrase(
+            gettext_noop("The pool has %(free)s GPUs free; ask before someone else does."),
+            free=free,
+        ),
     )

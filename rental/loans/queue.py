@@ -5,10 +5,11 @@ from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from portal import audit
 from portal.errors import QuotaExceeded
+from portal.phrases import Phrase
 from rental.loans import ceiling, messages, reclaim, reservations
 from rental.loans.admission_checks import hold
 from rental.loans.admission_rules import Decision, Standing
@@ -165,7 +166,7 @@ def beyond_ceiling(
     if kept.status != Status.PENDING_APPROVAL:
         return False
     if (lease.status_code, lease.status_message) != (CEILING_BOOKED, kept.message):
-        lease.status_code, lease.status_message = CEILING_BOOKED, kept.message[:300]
+        lease.status_code, lease.status_message = CEILING_BOOKED, kept.message
         lease.save(update_fields=["status_code", "status_message", "updated_at"])
     return True
 
@@ -231,9 +232,7 @@ def promote(*, lease: Reservation, now: datetime) -> None:
     billing sees each second in the tier it ran in."""
     lease.tier = Tier.GUARANTEED
     lease.status_code = "promoted"
-    lease.status_message = _("Promoted to guaranteed at %(at)s UTC.") % {
-        "at": now.strftime("%Y-%m-%d %H:%M:%S")
-    }
+    lease.status_message = Phrase(gettext_noop("Promoted to guaranteed at %(at)s UTC."), at=now)
     lease.save()
     for instance in lease.instances.select_for_update():
         for record in UsageRecord.objects.filter(instance=instance, end__isnull=True):

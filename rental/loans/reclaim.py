@@ -6,9 +6,10 @@ is ``due.py``'s sweep.
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from portal import audit
+from portal.phrases import Phrase
 from rental import jobs
 from rental.loans import messages
 from rental.loans.admission_rules import Standing
@@ -94,13 +95,14 @@ def reclaim_for(*, pool: Pool, lease: Reservation, standing: Standing, now: date
         length = lease.end - lease.start
         lease.start, lease.end = due, due + length
     lease.status_code = "reclaiming"
-    lease.status_message = _(
-        "Taking %(n)s GPUs back from %(count)s lower-ranked leases; starts at %(due)s UTC."
-    ) % {
-        "n": sum(v.gpus for v in victims),
-        "count": len(victims),
-        "due": due.strftime("%Y-%m-%d %H:%M:%S"),
-    }
+    lease.status_message = Phrase(
+        gettext_noop(
+            "Taking %(n)s GPUs back from %(count)s lower-ranked leases; starts at %(due)s UTC."
+        ),
+        n=sum(v.gpus for v in victims),
+        count=len(victims),
+        due=due,
+    )
     lease.save()
     jobs.process_due_at(due)
     return True
@@ -120,16 +122,17 @@ def preempt(
     victim.notice_due_at = due
     victim.preempted_for = needed_by
     victim.status_code = "preempting"
-    victim.status_message = _(
-        "Preempted: lease #%(lease)s of %(project)s needs %(n)s GPUs in tier %(tier)s. "
-        "This lease ends at %(due)s UTC."
-    ) % {
-        "lease": needed_by.pk,
-        "project": needed_by.project,
-        "n": needed_by.gpu_count,
-        "tier": needed_by.get_tier_display().lower(),
-        "due": due.strftime("%Y-%m-%d %H:%M:%S"),
-    }
+    victim.status_message = Phrase(
+        gettext_noop(
+            "Preempted: lease #%(lease)s of %(project)s needs %(n)s GPUs in tier %(tier)s. "
+            "This lease ends at %(due)s UTC."
+        ),
+        lease=needed_by.pk,
+        project=needed_by.project.name,
+        n=needed_by.gpu_count,
+        tier=messages.tier_word(needed_by.tier),
+        due=due,
+    )
     victim.save()
     audit.record(
         actor=None,
@@ -175,7 +178,9 @@ def requeue(*, victim: Reservation, at: datetime) -> Reservation | None:
         status=Status.QUEUED,
         tier=victim.tier,
         status_code="requeued",
-        status_message=_("Preempted and queued again with its original submission time."),
+        status_message=Phrase(
+            gettext_noop("Preempted and queued again with its original submission time.")
+        ),
     )
     audit.record(
         actor=None,

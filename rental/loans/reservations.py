@@ -16,10 +16,12 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from portal import access, audit
 from portal.errors import InvalidInput, InvalidTransition, NotPermitted, QuotaExceeded
 from portal.models import Project
+from portal.phrases import Phrase
 from rental import jobs, selectors
 from rental.loans import messages
 from rental.loans.admission_rules import Decision, Standing, decide
@@ -166,15 +168,15 @@ def check_beside_bookings(
     )
     if conflict is not None:
         raise QuotaExceeded(
-            _(
-                "The project's bookings hold its guarantee then: %(span)s would need "
-                "%(needed)s of %(capacity)s GPUs (R2)."
-            )
-            % {
-                "span": span_text(conflict),
-                "needed": conflict.needed,
-                "capacity": conflict.capacity,
-            },
+            Phrase(
+                gettext_noop(
+                    "The project's bookings hold its guarantee then: %(span)s would need "
+                    "%(needed)s of %(capacity)s GPUs (R2)."
+                ),
+                span=span_text(conflict),
+                needed=conflict.needed,
+                capacity=conflict.capacity,
+            ),
             code="guarantee_booked",
             field=field,
             figures={"needed": conflict.needed, "capacity": conflict.capacity},
@@ -213,8 +215,12 @@ def keep_bookings(
     except QuotaExceeded as refused:
         if priority == Priority.PRODUCTION:
             raise QuotaExceeded(
-                _("Production leases run only within the project's guarantee. %(why)s")
-                % {"why": refused.message},
+                Phrase(
+                    gettext_noop(
+                        "Production leases run only within the project's guarantee. %(why)s"
+                    ),
+                    why=refused.text,
+                ),
                 code="guarantee_booked",
                 field="priority",
                 figures=refused.figures,
@@ -230,7 +236,9 @@ def keep_bookings(
             approved=approved,
         )
         return replace(
-            burst, message=burst.message or _("Runs as burst. %(why)s") % {"why": refused.message}
+            burst,
+            message=burst.message
+            or Phrase(gettext_noop("Runs as burst. %(why)s"), why=refused.text),
         )
     return decision
 
@@ -410,12 +418,13 @@ def reschedule_reservation(
     return lease
 
 
-def booked_message(start: datetime) -> str:
+def booked_message(start: datetime) -> Phrase:
     """A booking's reason: the one sentence its page and the lease list say about when it
     starts, to the minute as the forms take it."""
-    return _("Booked: the GPUs are held for it from %(at)s UTC.") % {
-        "at": start.strftime("%Y-%m-%d %H:%M")
-    }
+    return Phrase(
+        gettext_noop("Booked: the GPUs are held for it from %(at)s UTC."),
+        at=start.replace(second=0, microsecond=0),
+    )
 
 
 def schedule(*, pool: Pool, reservation: Reservation, now: datetime) -> None:
@@ -467,9 +476,9 @@ def begin(*, pool: Pool, lease: Reservation, now: datetime) -> None:
             figures={"need": lease.gpu_count, "free": standing.free, "guarantee_short": 0},
         )
     lease.reclaim_due_at = due
-    lease.status_message = _("Starting at %(at)s UTC; its GPUs are being freed.") % {
-        "at": due.strftime("%Y-%m-%d %H:%M:%S")
-    }
+    lease.status_message = Phrase(
+        gettext_noop("Starting at %(at)s UTC; its GPUs are being freed."), at=due
+    )
     lease.save()
     audit.record(
         actor=None,
@@ -489,10 +498,14 @@ def start(*, pool: Pool, lease: Reservation, at: datetime) -> None:
     if lease.gpu_count > standing.free:
         lease.status = Status.QUEUED
         lease.status_code = "no_capacity"
-        lease.status_message = _(
-            "The booked GPUs are not free yet (%(free)s of %(capacity)s); it starts as soon "
-            "as they are."
-        ) % {"free": max(standing.free, 0), "capacity": standing.capacity}
+        lease.status_message = Phrase(
+            gettext_noop(
+                "The booked GPUs are not free yet (%(free)s of %(capacity)s); it starts as soon "
+                "as they are."
+            ),
+            free=max(standing.free, 0),
+            capacity=standing.capacity,
+        )
         lease.save()
         return
     tier = (

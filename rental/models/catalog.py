@@ -7,6 +7,7 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from portal.phrases import PhraseField
 from rental import crypto
 from rental.providers.base import AccountConfig, Credentials
 from rental.providers.registry import DRIVER_CHOICES
@@ -243,7 +244,8 @@ class Image(models.Model):
     state = models.CharField(
         _("state"), max_length=16, choices=State.choices, default=State.AVAILABLE, db_index=True
     )
-    state_message = models.CharField(_("state detail"), max_length=300, blank=True)
+    # Why it failed, kept as a phrase (portal.phrases), said in the reader's language.
+    state_message = PhraseField(_("state detail"))
     # Saved from a lease (project images): which instance, by whom, and the key that makes
     # the cloud's CreateImage happen once however often its task is delivered.
     source_instance = models.ForeignKey(

@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from portal.phrases import PhraseField
 from rental.models.currency import ONE, RATE_DECIMALS, RATE_DIGITS, billing_currency
 from rental.models.packed import PackedReadingsField
 
@@ -140,7 +141,9 @@ class Reservation(models.Model):
     tier = models.CharField(_("tier"), max_length=16, choices=Tier.choices, blank=True)
     status = models.CharField(_("status"), max_length=20, choices=Status.choices, db_index=True)
     status_code = models.CharField(_("reason code"), max_length=40, blank=True)
-    status_message = models.CharField(_("reason"), max_length=300, blank=True)
+    # Why it is in its status, kept as a phrase (portal.phrases) so that each reader
+    # reads it in their language; a row from before that holds its plain text.
+    status_message = PhraseField(_("reason"))
     requeue_on_preemption = models.BooleanField(_("re-queue if preempted"), default=False)
     allow_other_instance_types = models.BooleanField(
         _("any instance type with these GPUs"),
@@ -309,7 +312,7 @@ class Instance(models.Model):
     provisioning_since = models.DateTimeField(_("provisioning since"), null=True, blank=True)
     claimed_at = models.DateTimeField(_("launch claimed at"), null=True, blank=True)
     launch_attempts = models.PositiveSmallIntegerField(_("launch attempts"), default=0)
-    last_error = models.CharField(_("last error"), max_length=500, blank=True)
+    last_error = PhraseField(_("last error"))
     next_attempt_at = models.DateTimeField(_("next launch attempt at"), null=True, blank=True)
     missing_since = models.DateTimeField(
         _("missing from the cloud since"),
@@ -327,7 +330,7 @@ class Instance(models.Model):
     health = models.CharField(
         _("health"), max_length=16, choices=Health.choices, default=Health.UNKNOWN
     )
-    health_message = models.CharField(_("health detail"), max_length=300, blank=True)
+    health_message = PhraseField(_("health detail"))
     termination_reason = models.CharField(
         _("termination reason"), max_length=20, choices=TerminationReason.choices, blank=True
     )
@@ -546,7 +549,7 @@ class DataVolume(models.Model):
     )
     device = models.CharField(_("device"), max_length=32, blank=True)
     claimed_at = models.DateTimeField(_("cloud work claimed at"), null=True, blank=True)
-    last_error = models.CharField(_("last error"), max_length=500, blank=True)
+    last_error = PhraseField(_("last error"))
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         on_delete=models.SET_NULL,

@@ -5,11 +5,12 @@ asker is told."""
 import pytest
 from django.urls import reverse
 
-from portal.models import AuditEvent, Notification
+from portal.models import AuditEvent
 from rental.loans import quota_requests
 from rental.models import Quota, QuotaRequest
 from tests import factories
 from tests.api.catalog_support import HUGE, NOT_JSON, client_for, counts, finance, post_raw
+from tests.notices import told
 
 pytestmark = pytest.mark.django_db
 
@@ -55,7 +56,7 @@ def test_it_lets_a_member_ask_for_a_new_ceiling_and_tells_the_managers(f0):
     }
     assert (asked.requested_by, asked.ceiling, asked.guaranteed) == (f0.alice, 7, None)
     assert AuditEvent.objects.get(verb="quota_request.created").source == "api"
-    assert Notification.objects.filter(user=f0.alpha_manager, subject__contains="Alpha").exists()
+    assert told(f0.alpha_manager, has="Alpha")
 
 
 def test_it_lets_only_members_ask(f0):
@@ -127,7 +128,7 @@ def test_it_lets_a_manager_approve_a_ceiling_and_tells_the_asker(f0):
     assert Quota.objects.get(project=f0.alpha).ceiling == 7
     event = AuditEvent.objects.get(verb="quota_request.approved")
     assert event.source == "api" and event.actor == f0.alpha_manager
-    assert Notification.objects.filter(user=f0.alice, subject__contains="approved").exists()
+    assert told(f0.alice, has="approved")
     again = client_for(f0.alpha_manager).post(decide(asked.pk, "reject"), {"comment": "no"})
     assert again.status_code == 409 and again.json()["code"] == "invalid_transition"
     assert QuotaRequest.objects.get().status == "approved"
@@ -167,7 +168,7 @@ def test_it_refuses_an_admins_approval_that_breaks_q1_with_its_figures(f0):
         "rejected",
         "the pool is full",
     )
-    assert Notification.objects.filter(user=f0.alice, subject__contains="rejected").exists()
+    assert told(f0.alice, has="rejected")
 
 
 def test_it_hides_another_projects_request_from_its_deciders(f0):

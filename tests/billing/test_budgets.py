@@ -97,7 +97,7 @@ def test_the_cap_refuses_new_burst_spot_and_reservations_at_100_percent(f0, gamm
     assert check(f0.gamma, now=before) is None
     code, message, figures = check(f0.gamma, now=capped)
     assert code == "budget_cap"
-    assert "1000.00" in message
+    assert "1000.00" in str(message)
     assert figures == {"spent": Decimal("1000.00"), "budget": Decimal("1000.00")}
     assert check(f0.gamma, tier="spot", now=capped)[0] == "budget_cap"
     assert check(f0.gamma, tier="guaranteed", is_reservation=True, now=capped)[0] == "budget_cap"

@@ -73,7 +73,7 @@ def test_it_reads_the_cap_from_the_snapshot_in_two_queries(f0, django_assert_max
     with django_assert_max_num_queries(2):
         refusal = check(f0.gamma, now=later)
     # No usage exists: only the snapshot can have said 100.00.
-    assert refusal[0] == "budget_cap" and "100.00" in refusal[1]
+    assert refusal[0] == "budget_cap" and "100.00" in str(refusal[1])
     SpendSnapshot.objects.filter(project=f0.gamma).update(amount=Decimal("99.99"))
     assert check(f0.gamma, now=later) is None
 

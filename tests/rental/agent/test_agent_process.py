@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from portal.models import Notification
 from rental.models import Instance, Reservation, UsageRecord, UtilizationSample
 from tests import factories
+from tests.notices import told
 from tests.rental.agent.conftest import running_lease
 from tests.rental.agent.fakes import FakeMachine, Gate, Metadata
 
@@ -89,7 +89,7 @@ def test_it_reports_a_healthy_card_and_its_samples(live_server, f0t, machine):
     [row] = UtilizationSample.objects.filter(instance=run.instance)
     assert (row.gpu_utilization, row.memory_used_mb) == ([87.0], [40960.0])
     instance = Instance.objects.get(pk=run.instance.pk)
-    assert instance.health == Instance.Health.HEALTHY, instance.health_message
+    assert instance.health == Instance.Health.HEALTHY, str(instance.health_message)
     report = instance.agent_report
     assert report["health"]["driver_version"] == "550.54.15"
     assert report["health"]["cuda_version"] == "12.4"
@@ -118,9 +118,9 @@ def test_it_marks_a_card_that_does_not_match_unhealthy(live_server, f0t, machine
 
     instance = Instance.objects.get(pk=run.instance.pk)
     assert instance.health == Instance.Health.UNHEALTHY
-    assert "2 GPUs found, 1 expected." in instance.health_message
-    assert "The card is NVIDIA L4, not A100 80GB." in instance.health_message
-    assert Notification.objects.filter(user=f0t.admin, subject__startswith="Unhealthy").exists()
+    assert "2 GPUs found, 1 expected." in str(instance.health_message)
+    assert "The card is NVIDIA L4, not A100 80GB." in str(instance.health_message)
+    assert told(f0t.admin, starts="Unhealthy")
 
 
 def test_it_marks_a_burn_below_the_fraction_unhealthy(live_server, f0t, machine):
@@ -131,7 +131,7 @@ def test_it_marks_a_burn_below_the_fraction_unhealthy(live_server, f0t, machine)
 
     instance = Instance.objects.get(pk=run.instance.pk)
     assert instance.health == Instance.Health.UNHEALTHY
-    assert "120.5 TFLOPS, under 50 % of the rated 312.0" in instance.health_message
+    assert "120.5 TFLOPS, under 50 % of the rated 312.0" in str(instance.health_message)
 
 
 def test_it_marks_an_old_driver_unhealthy(live_server, f0t, machine):
@@ -142,7 +142,7 @@ def test_it_marks_an_old_driver_unhealthy(live_server, f0t, machine):
 
     instance = Instance.objects.get(pk=run.instance.pk)
     assert instance.health == Instance.Health.UNHEALTHY
-    assert instance.health_message == (
+    assert str(instance.health_message) == (
         "Driver 535.104.05 supports CUDA up to 12.2; the image needs CUDA 12.4."
     )
 
@@ -159,7 +159,7 @@ def test_it_sends_a_missing_sample_when_nvidia_smi_is_unreadable(live_server, f0
     assert "rejected" not in err
     instance = Instance.objects.get(pk=run.instance.pk)
     assert instance.health == Instance.Health.UNHEALTHY
-    assert "0 GPUs found" in instance.health_message
+    assert "0 GPUs found" in str(instance.health_message)
 
 
 def test_it_buffers_while_the_portal_is_down_and_sends_in_order(live_server, f0t, machine):
@@ -233,7 +233,7 @@ def test_it_relays_a_spot_interruption_notice(live_server, f0t, machine, metadat
     usage = UsageRecord.objects.get(instance=instance)
     assert usage.end is not None and usage.end_reason == "spot_interrupted"
     assert usage.end <= notice_time
-    assert Notification.objects.filter(user=f0t.alice, subject__startswith="Spot").exists()
+    assert told(f0t.alice, starts="Spot")
 
 
 def test_it_stops_when_the_instance_has_ended(live_server, f0t, machine):

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from portal.models import AuditEvent, Notification
+from portal.models import AuditEvent
 from rental.agent import idle
 from rental.models import Instance, Reservation, UsageRecord, UtilizationSample
 from tests import factories
+from tests.notices import told
 from tests.rental.agent.conftest import running_lease
 
 FAKE_AGENT = Path(__file__).with_name("fake_agent.py")
@@ -87,7 +88,7 @@ def test_it_warns_and_reaps_a_learning_lease_at_the_exact_sample(
 
     instance = Instance.objects.get(pk=run.instance.pk)
     assert instance.idle_warned_at == minutes(ten, warned)
-    assert Notification.objects.filter(user=f0t.alice, subject__startswith="Idle").count() == 1
+    assert len(told(f0t.alice, starts="Idle")) == 1
     lease = Reservation.objects.get(pk=run.lease.pk)
     assert lease.end_reason == "idle"
     assert lease.ended_at == minutes(ten, reaped)
@@ -117,8 +118,8 @@ def test_it_never_reaps_production_and_alerts_its_manager(live_server, f0t, ten,
     lease = Reservation.objects.get(pk=run.lease.pk)
     assert lease.status == Reservation.Status.ACTIVE
     assert Instance.objects.get(pk=run.instance.pk).state == Instance.State.RUNNING
-    alerts = Notification.objects.filter(subject__startswith="Idle production lease")
-    assert [n.user for n in alerts] == [f0t.alpha_manager]
+    alerts = told(starts="Idle production lease")
+    assert [n.user_id for n in alerts] == [f0t.alpha_manager.pk]
     alert = AuditEvent.objects.get(verb="instance.idle_alerted")
     assert alert.at == minutes(ten, "11:00")
 

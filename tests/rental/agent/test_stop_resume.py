@@ -13,6 +13,7 @@ from rental.loans import admission
 from rental.models import Instance, Reservation, UsageRecord
 from rental.providers.base import CloudState
 from tests import factories
+from tests.notices import told
 
 
 @pytest.fixture
@@ -108,7 +109,6 @@ def test_it_stops_only_active_on_demand_leases_of_ones_project(f0c, t0):
 
 
 def test_it_warns_three_days_before_and_ends_a_lease_stopped_for_fifteen(f0c, t0, settings):
-    from portal.models import Notification
 
     settings.PORTAL_STOPPED_RETENTION_DAYS = 15
     settings.PORTAL_STOPPED_WARNING_DAYS = 3
@@ -120,7 +120,7 @@ def test_it_warns_three_days_before_and_ends_a_lease_stopped_for_fifteen(f0c, t0
     assert stop.expire_stopped_leases(now=stopped + timedelta(days=11, hours=23)) == (0, 0)
     assert stop.expire_stopped_leases(now=stopped + timedelta(days=12)) == (1, 0)
     assert stop.expire_stopped_leases(now=stopped + timedelta(days=13)) == (0, 0)  # warned once
-    assert Notification.objects.filter(subject__contains="deleted soon").count() == 1
+    assert len(told(has="deleted soon")) == 1
     assert stop.expire_stopped_leases(now=stopped + timedelta(days=15)) == (0, 1)
 
     lease.refresh_from_db()

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.urls import reverse
 
-from portal.models import AuditEvent, Notification
+from portal.models import AuditEvent
 from rental import tasks
 from rental.catalog import images
 from rental.fleet import instances, sync
@@ -15,6 +15,7 @@ from rental.loans import admission
 from rental.models import Image, Reservation
 from rental.providers.base import CloudImage, ImageState
 from tests import factories
+from tests.notices import told
 
 
 def form(f0, **changes):
@@ -212,7 +213,7 @@ def test_it_saves_a_lease_as_an_image_once_and_tells_the_engineer(
     assert [found.image_id for found in owned] == [image.image_id]
     assert AuditEvent.objects.filter(verb="image.requested", object_id=str(image.pk)).exists()
     assert AuditEvent.objects.filter(verb="image.available").count() == 1
-    assert Notification.objects.filter(user=f0c.alice, subject__contains="ranking env").count() == 1
+    assert len(told(f0c.alice, has="ranking env")) == 1
 
     # It appears in the request form.
     page = client.get(reverse("rental:lease_new")).content.decode()
@@ -320,6 +321,4 @@ def test_it_fails_the_image_with_the_clouds_reason_and_tells_the_saver(
         assert images.advance_image(image_id=pending_image.pk) is True
     pending_image.refresh_from_db()
     assert (pending_image.state, pending_image.state_message) == ("failed", "disk error")
-    assert Notification.objects.filter(
-        user=pending_image.created_by, subject__contains="could not be saved"
-    ).exists()
+    assert told(pending_image.created_by, has="could not be saved")

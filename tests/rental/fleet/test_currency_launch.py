@@ -14,7 +14,7 @@ def test_it_fails_a_lease_whose_offering_currency_has_no_rate(db, f0c, cloud):
     drive(lease.instances.get())
     lease.refresh_from_db()
     assert lease.status == Status.FAILED
-    assert "No exchange rate from CNY to USD" in lease.status_message
+    assert "No exchange rate from CNY to USD" in str(lease.status_message)
     assert cloud.count("RunInstances") == 0  # nothing ran that could not be billed
 
 

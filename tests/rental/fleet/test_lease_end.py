@@ -7,10 +7,10 @@ from datetime import timedelta
 import pytest
 from django.core import mail
 
-from portal.models import Notification
 from rental.fleet import instances, sync, termination
 from rental.loans import admission, expiry
 from rental.models import Instance, Reservation, TerminationReason, UsageRecord
+from tests.notices import told
 
 pytestmark = pytest.mark.django_db
 Status = Reservation.Status
@@ -34,11 +34,7 @@ def running(f0c, cloud, t0):
 
 
 def warnings_of(user):
-    return list(
-        Notification.objects.filter(user=user, subject__startswith="Ends in").values_list(
-            "subject", "link"
-        )
-    )
+    return [(notice.subject, notice.link) for notice in told(user, starts="Ends in")]
 
 
 def test_it_warns_fifteen_minutes_before_the_end_in_the_portal_and_by_mail(
@@ -54,7 +50,7 @@ def test_it_warns_fifteen_minutes_before_the_end_in_the_portal_and_by_mail(
     assert link == f"/leases/{running.pk}/#extend-form"
     [message] = mail.outbox
     assert message.to == ["alice@example.com"]
-    assert f"ends at {end:%Y-%m-%d %H:%M:%S} UTC" in message.body
+    assert f"ends at {end:%Y-%m-%d %H:%M}" in message.body
     assert f"http://localhost:8000/leases/{running.pk}/#extend-form" in message.body
 
     assert expiry.warn_ending_leases(now=end - timedelta(minutes=5)) == 0  # once

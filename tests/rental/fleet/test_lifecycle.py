@@ -182,7 +182,7 @@ def test_it_retries_capacity_errors_and_fails_bad_requests_at_once(f0c, t0, clou
         instances.provision_instance(instance_id=first.pk, now=t0)
     first.refresh_from_db()
     assert first.state == State.REQUESTED  # free to be claimed by the retry
-    assert "no A100 today" in first.last_error
+    assert "no A100 today" in str(first.last_error)
 
     second = submit(f0c, t0).instances.get()
     cloud.inject("RunInstances", "InvalidParameterValue", "bad image")
@@ -192,7 +192,7 @@ def test_it_retries_capacity_errors_and_fails_bad_requests_at_once(f0c, t0, clou
     lease = second.reservation
     lease.refresh_from_db()
     assert lease.status == Status.FAILED
-    assert "bad image" in lease.status_message
+    assert "bad image" in str(lease.status_message)
 
 
 def test_it_does_not_launch_for_a_lease_ended_before_its_launch(f0c, t0, cloud):

@@ -8,7 +8,6 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
-from portal.models import Notification
 from rental.fleet import instances, sync, termination
 from rental.fleet.cloud import LaunchRetry, provider_for
 from rental.loans import admission, ending
@@ -20,6 +19,7 @@ from rental.providers.base import (
     CloudState,
     LaunchSpec,
 )
+from tests.notices import told
 from tests.rental.fleet.conftest import cloud_instances
 
 pytestmark = pytest.mark.django_db
@@ -44,7 +44,7 @@ def state_of(f0c, external_id):
 
 
 def admin_notes(f0c):
-    return list(Notification.objects.filter(user=f0c.admin).values_list("subject", "body"))
+    return [(notice.subject, notice.body) for notice in told(f0c.admin)]
 
 
 def test_it_records_an_unknown_instance_and_reports_it_on_the_next_sync(f0c, cloud, t0):

@@ -200,7 +200,7 @@ def test_it_terminates_a_launch_that_never_runs_within_the_provisioning_timeout(
 
     lease.refresh_from_db()
     assert (lease.status, lease.status_code) == (Status.FAILED, "provisioning_timeout")
-    assert "Not running 2 minutes after the launch began" in lease.status_message
+    assert "Not running 2 minutes after the launch began" in str(lease.status_message)
     cloud.clear_faults()
     assert [
         c.state.value

@@ -40,7 +40,7 @@ def test_a_booking_starts_on_time_after_guaranteed_and_burst_leases_came_in_betw
     # hold 2 + 4 > E = 4. It runs, as burst, and says why.
     beside = lease(f0.alpha, 2, at("08:10"), hours=4)
     assert (beside.status, beside.tier) == (Status.PROVISIONING, Tier.BURST)
-    assert "[10:00, 12:10) would need 10 of 8 GPUs" in beside.status_message
+    assert "[10:00, 12:10) would need 10 of 8 GPUs" in str(beside.status_message)
     # Another project's guarantee is its own E: admitted guaranteed.
     beta = lease(f0.beta, 4, at("08:20"))
     assert (beta.status, beta.tier) == (Status.PROVISIONING, Tier.GUARANTEED)

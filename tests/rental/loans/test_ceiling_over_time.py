@@ -24,7 +24,7 @@ def test_a_booking_beside_leases_still_running_at_its_start_goes_to_the_manager(
     over = book(f0, f0.alpha, 4, at("10:00"), at("11:00"), now=at("08:30"))
     assert (over.status, over.status_code) == (Status.PENDING_APPROVAL, "over_ceiling")
     assert "2026-04-06 [10:00, 11:00) it would run 8 GPUs, its ceiling is 6" in (
-        over.status_message
+        str(over.status_message)
     )
     within = book(f0, f0.alpha, 2, at("10:00"), at("11:00"), now=at("08:31"))
     after = book(f0, f0.alpha, 4, at("12:00"), at("13:00"), now=at("08:32"))
@@ -41,7 +41,7 @@ def test_a_lease_now_that_would_pass_l_when_a_booking_starts_goes_to_the_manager
     book(f0, f0.alpha, 4, at("10:00"), at("12:00"), now=at("08:00"))
     over = lease(f0.alpha, 3, at("08:10"), hours=4)  # until 12:10: 3 + 4 = 7 > 6 at 10:00
     assert (over.status, over.status_code) == (Status.PENDING_APPROVAL, "over_ceiling")
-    assert "[10:00, 12:00) it would run 7 GPUs, its ceiling is 6" in over.status_message
+    assert "[10:00, 12:00) it would run 7 GPUs, its ceiling is 6" in str(over.status_message)
     short = lease(f0.alpha, 3, at("08:11"), hours=1)  # over at 09:11, before the booking
     assert short.status == Status.PROVISIONING
     beside = lease(f0.gamma, 4, at("08:12"), hours=4)  # another project's L is its own
@@ -58,7 +58,7 @@ def test_the_queue_keeps_a_lease_that_would_pass_l_beside_a_booking(f0, lease):
     queue.admit_queued(gpu_model=f0.model, now=at("08:20"))
     held = fresh(waiting)
     assert (held.status, held.status_code) == (Status.QUEUED, queue.CEILING_BOOKED)
-    assert "it would run 7 GPUs, its ceiling is 6" in held.status_message
+    assert "it would run 7 GPUs, its ceiling is 6" in str(held.status_message)
     assert "under the project's ceiling beside its bookings" in wait_hint(held)
     cancelled = Reservation.objects.get(is_reservation=True)
     ending.end_reservation(actor=f0.alice, reservation=cancelled, now=at("08:30"))

@@ -7,9 +7,10 @@ import pytest
 from django.urls import reverse
 
 from portal.errors import InvalidInput, NotPermitted, QuotaExceeded
-from portal.models import AuditEvent, Notification
+from portal.models import AuditEvent
 from rental.loans import admission, ending, extension, pools, queue, quota_requests
 from rental.models import AvailabilityWatch, Pool, Quota, QuotaRequest, Reservation
+from tests.notices import told
 from tests.rental.loans.conftest import at
 
 Status = Reservation.Status
@@ -44,7 +45,7 @@ def test_beyond_the_auto_approve_hours_it_goes_to_the_manager(f0, lease):
         actor=f0.alice, reservation=made, hours="4", now=at("10:00")
     )
     assert (asked.end, asked.extension_until) == (at("15:00"), at("19:00"))
-    assert Notification.objects.filter(user=f0.alpha_manager, subject__startswith="Extension")
+    assert told(f0.alpha_manager, starts="Extension")
     with pytest.raises(NotPermitted):
         extension.decide_extension(actor=f0.alice, reservation=made, approve=True)
     extension.decide_extension(actor=f0.alpha_manager, reservation=made, approve=True)
@@ -92,13 +93,13 @@ def test_a_manager_decides_a_ceiling_and_the_asker_is_told(f0):
     asked = quota_requests.request_quota_change(
         actor=f0.alice, project=f0.alpha, gpu_model=f0.model, ceiling="7", reason="deadline"
     )
-    assert Notification.objects.filter(user=f0.alpha_manager, subject__startswith="Quota")
+    assert told(f0.alpha_manager, starts="Quota")
     with pytest.raises(NotPermitted):
         quota_requests.decide_quota_request(actor=f0.alice, request=asked, approve=True)
     quota_requests.decide_quota_request(actor=f0.alpha_manager, request=asked, approve=True)
     assert Quota.objects.get(project=f0.alpha).ceiling == 7
     assert QuotaRequest.objects.get(pk=asked.pk).status == QuotaRequest.Status.APPROVED
-    assert Notification.objects.filter(user=f0.alice, subject__startswith="Quota change")
+    assert told(f0.alice, starts="Quota change")
     assert AuditEvent.objects.filter(verb="quota_request.approved").exists()
 
 
@@ -186,14 +187,14 @@ def test_a_watcher_is_told_once_when_it_fits(f0, lease, client):
     queue.admit_queued(gpu_model=f0.model, now=at("10:00"))
     queue.admit_queued(gpu_model=f0.model, now=at("10:01"))
     assert AvailabilityWatch.objects.get(pk=watch.pk).notified_at == at("10:00")
-    assert Notification.objects.filter(user=f0.gary, subject__contains="are free now").count() == 1
+    assert len(told(f0.gary, has="are free now")) == 1
 
 
 # Q1 degraded
 def test_capacity_below_the_guarantees_degrades_the_pool_and_alerts_admins(f0):
     pools.set_capacity(actor=f0.admin, gpu_model=f0.model, capacity=5)
     assert Pool.objects.get(pk=f0.pool.pk).state == Pool.State.DEGRADED
-    assert Notification.objects.filter(user=f0.admin, subject__startswith="Pool degraded")
+    assert told(f0.admin, starts="Pool degraded")
     pools.set_capacity(actor=f0.admin, gpu_model=f0.model, capacity=8)
     assert Pool.objects.get(pk=f0.pool.pk).state == Pool.State.OK
     with pytest.raises(NotPermitted):

@@ -4,10 +4,13 @@ through the services with exact times, and the rules with other numbers."""
 import pytest
 
 from portal.errors import QuotaExceeded
-from portal.models import AuditEvent, Notification
+from portal.models import AuditEvent
+from rental.fleet import instances as fleet_instances
 from rental.loans import due, ending, pools, queue
 from rental.loans.standing import pool_use
-from rental.models import Pool, Quota, Reservation, TerminationReason, Tier
+from rental.models import Instance, Pool, Quota, Reservation, TerminationReason, Tier
+from rental.providers.base import CloudInstance, CloudState
+from tests.notices import told
 from tests.rental.loans.conftest import at
 
 Status = Reservation.Status
@@ -35,8 +38,8 @@ def test_scenario_3_reclaims_the_newest_lowest_burst_and_requeues_it(f0, lease):
     victim = fresh(a3)
     assert victim.notice_due_at == at("11:02:00")
     assert victim.preempted_for_id == b2.pk
-    told = Notification.objects.get(user=f0.alice, subject__startswith="Preempted")
-    assert f"#{b2.pk}" in told.body and "2026-04-06 11:02:00" in told.subject
+    [notice] = told(f0.alice, starts="Preempted")
+    assert f"#{b2.pk}" in notice.body and "2026-04-06 11:02 UTC" in notice.subject
     assert AuditEvent.objects.filter(verb="lease.preempted", object_id=str(a3.pk)).exists()
 
     assert due.process_due(now=at("11:01:59")) == 0
@@ -267,3 +270,34 @@ def test_nothing_is_admitted_during_the_notice(f0, lease):
     due.process_due(now=at("10:02:00"))
     assert fresh(want).status == Status.PROVISIONING
     assert fresh(late).status == Status.QUEUED
+
+
+def test_a_victim_told_while_it_starts_keeps_saying_why_once_it_runs(f0, lease):
+    lease(f0.alpha, 2, at("09:55"))
+    lease(f0.alpha, 2, at("10:00"))
+    a3 = lease(f0.alpha, 2, at("10:05"), priority="learning")
+    lease(f0.beta, 2, at("10:10"))
+    b2 = lease(f0.beta, 2, at("11:00"))
+    assert noticed() == {a3.pk} and fresh(a3).status == Status.PROVISIONING
+    for number, instance in enumerate(fresh(a3).instances.all()):
+        cloud = CloudInstance(
+            external_id=f"i-0victim{number}",
+            state=CloudState.RUNNING,
+            market="on_demand",
+            region=instance.region,
+            zone=f"{instance.region}a",
+            instance_type=instance.offering.instance_type,
+            public_address="203.0.113.9",
+            private_address="10.0.0.9",
+            launched_at=at("11:00:30"),
+            state_reason="",
+            state_changed_at=at("11:00:30"),
+            tags=(),
+        )
+        fleet_instances.record_launch(instance_id=instance.pk, cloud=cloud, now=at("11:00:30"))
+        running = Instance.objects.get(pk=instance.pk)
+        fleet_instances.mark_running(running, cloud, now=at("11:00:30"))
+
+    victim = fresh(a3)
+    assert victim.status == Status.ACTIVE
+    assert str(victim.status_message).startswith(f"Preempted: lease #{b2.pk} of Beta needs 2 GPUs")

@@ -6,11 +6,12 @@ from datetime import timedelta
 import pytest
 
 from portal.errors import InvalidInput, InvalidTransition, QuotaExceeded
-from portal.models import AuditEvent, Notification
+from portal.models import AuditEvent
 from rental.loans import admission, due, ending
 from rental.loans.reservation_rules import Booking, first_conflict
 from rental.loans.reservations import reschedule_reservation
 from rental.models import Quota, Reservation, Tier
+from tests.notices import told
 from tests.rental.loans.conftest import at
 
 Status = Reservation.Status
@@ -152,7 +153,7 @@ def test_r4_victims_told_at_start_minus_notice_and_free_at_the_start(f0, lease):
     due.process_due(now=at("08:58:00"))
     assert fresh(spot).notice_due_at == at("09:00:00")
     assert fresh(burst).notice_due_at == at("09:00:00")  # spot then burst
-    assert Notification.objects.filter(user=f0.gary, subject__startswith="Preempted").count() == 2
+    assert len(told(f0.gary, starts="Preempted")) == 2
     # In between, the held GPUs are not given to anyone else.
     late = lease(f0.gamma, 1, at("08:59"))
     assert late.status == Status.QUEUED
