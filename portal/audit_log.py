@@ -36,6 +36,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.functional import Promise
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString
+from django.utils.text import capfirst
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
@@ -228,7 +229,7 @@ def verb_choices() -> list[tuple[str, str]]:
 def kind_choices() -> list[tuple[str, str]]:
     known = vocabulary().kinds
     return sorted(
-        ((name, str(kind.label).capitalize()) for name, kind in known.items()),
+        ((name, capfirst(str(kind.label))) for name, kind in known.items()),
         key=lambda c: c[1],
     )
 
