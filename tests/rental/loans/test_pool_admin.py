@@ -144,7 +144,7 @@ def test_an_admin_marks_the_pool_degraded_with_a_reason_and_clears_it(f0, client
     pool = Pool.objects.get()
     assert (pool.state, pool.degraded_reason) == ("degraded", "us-east-1 GPU quota cut to 4")
     note = Notification.objects.get(user=f0.admin)
-    assert "us-east-1 GPU quota cut to 4" in note.body
+    assert "us-east-1 GPU quota cut to 4" in str(note.body)
     client.force_login(f0.alice)  # everyone who sees the pool reads why
     page = client.get(page_of(f0)).content.decode()
     assert 'id="pool-degraded-reason"' in page and "us-east-1 GPU quota cut to 4" in page
