@@ -19,6 +19,7 @@ from rental.agent.health import judge_health
 from rental.agent.idle_rules import IdleSample
 from rental.fleet import spot
 from rental.fleet.agent_install import token_hash
+from rental.loans.locks import lock_leases_of
 from rental.models import Instance, UtilizationSample
 
 LIVE_FOR_AGENT = (Instance.State.LAUNCHING, Instance.State.RUNNING)
@@ -98,6 +99,9 @@ def record_heartbeat(
         # not answered), but no heartbeat waits for a disk flush.
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL synchronous_commit TO OFF")
+    # The lock order: the lease before its instance (idle reaping, a spot notice or a
+    # replacement below end or change the lease).
+    lock_leases_of([instance.pk])
     if not _claim_heartbeat(instance, now):
         if not Instance.objects.filter(pk=instance.pk, state__in=LIVE_FOR_AGENT).exists():
             raise NotLive

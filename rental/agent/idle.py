@@ -25,6 +25,7 @@ from rental.agent.idle_rules import (
     idle_events,
 )
 from rental.loans.ending import end_reservation
+from rental.loans.locks import lock_leases_of
 from rental.loans.messages import instance_name, lease_name
 from rental.models import Instance, Priority, Reservation, TerminationReason, UtilizationSample
 
@@ -183,6 +184,7 @@ def still_using(
 ) -> Instance:
     """ "I'm still using it": the idle count starts again from zero, once per warning."""
     now = now or timezone.now()
+    lock_leases_of([instance.pk])  # the lock order: the lease before its instance
     instance = (
         Instance.objects.select_for_update().select_related("reservation").get(pk=instance.pk)
     )

@@ -37,6 +37,7 @@ from rental.fleet.failover import (
     next_try,
 )
 from rental.fleet.termination import finish_if_all_terminated
+from rental.loans.locks import lock_leases_of
 from rental.loans.messages import lease_name
 from rental.loans.usage import stop_billing_and_terminate
 from rental.models import Instance, Reservation, TerminationReason, UsageRecord
@@ -239,6 +240,7 @@ def fail_instance(
     """A launch that cannot succeed: the instance and its lease fail with a reason; what
     the cloud may have created for it is terminated."""
     now = now or timezone.now()
+    lock_leases_of([instance_id])  # the lock order: the lease before its instances
     instance = Instance.objects.select_for_update().get(pk=instance_id)
     if instance.state not in (State.REQUESTED, State.LAUNCHING):
         return

@@ -22,6 +22,7 @@ from rental.fleet import orphans, recovery, spot
 from rental.fleet.cloud import installation_tags
 from rental.fleet.instances import _link, fail_instance, mark_running
 from rental.fleet.termination import launch_may_be_in_flight, mark_terminated, mark_terminated_many
+from rental.loans.locks import lock_leases_of
 from rental.models import Instance, Offering, ProviderAccount, RegionSync, Reservation
 from rental.providers.base import CloudInstance, CloudState, ProviderError
 from rental.providers.registry import get_provider
@@ -233,6 +234,7 @@ def apply_sync(
     ended: dict[int, datetime] = {}
     newly_missing: list[int] = []
     seen_again: list[int] = []
+    lock_leases_of(read)  # the lock order: leases before their instances
     instances = Instance.objects.select_for_update().filter(
         pk__in=list(read), state__in=Instance.LIVE
     )
@@ -314,6 +316,7 @@ def apply_gone(*, rows: list[SyncRow], cloud: list[CloudInstance], now: datetime
     read = {row.pk: row for row in rows}
     changed = 0
     ended: dict[int, datetime] = {}
+    lock_leases_of(read)  # the lock order: leases before their instances
     instances = Instance.objects.select_for_update().filter(
         pk__in=list(read), state__in=Instance.LIVE
     )

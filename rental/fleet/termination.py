@@ -21,6 +21,7 @@ from rental.catalog import volumes
 from rental.fleet import volume_cloud
 from rental.fleet.cloud import LaunchRetry, provider_for
 from rental.loans.ending import GONE, ended_status
+from rental.loans.locks import lock_leases_of
 from rental.loans.messages import lease_name
 from rental.loans.usage import close_usage, stop_billing_and_terminate
 from rental.models import Instance, ProviderAccount, Reservation, TerminationReason, UsageRecord
@@ -136,6 +137,7 @@ def launch_may_be_in_flight(instance: Instance, *, now: datetime) -> bool:
 
 @transaction.atomic
 def mark_terminated(*, instance_id: int, at: datetime, reason: str = "") -> None:
+    lock_leases_of([instance_id])  # the lock order: the lease before its instances
     instance = Instance.objects.select_for_update().get(pk=instance_id)
     if instance.state in (State.TERMINATED, State.FAILED):
         return
@@ -184,6 +186,7 @@ def mark_terminated_many(ended: dict[int, datetime]) -> None:
     ``ended`` maps row ids to the cloud's termination time."""
     if not ended:
         return
+    lock_leases_of(ended)  # the lock order: leases before their instances
     instances = list(
         Instance.objects.select_for_update()
         .filter(pk__in=list(ended))

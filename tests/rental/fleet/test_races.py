@@ -153,3 +153,39 @@ def test_a_sweep_never_puts_back_a_launch_the_sync_has_just_found_running(f0c, c
     assert (instance.state, instance.external_id) == (State.RUNNING, found.external_id)
     assert UsageRecord.objects.filter(instance=instance, end__isnull=True).count() == 1
     assert leaked(f0c.account) == []
+
+
+def test_ending_a_lease_never_deadlocks_with_the_sync_of_its_instance(f0c, cloud):
+    """The chaos test's deadlock: "End" locks the lease, then its instances; the sync
+    locked the instance first (and its lease through the join) and waited for the lease,
+    so PostgreSQL failed one of them. Both now take the lease first."""
+    lease = submit(f0c)
+    instance = lease.instances.get()
+    instances.provision_instance(instance_id=instance.pk)
+    sync_services.sync_instances()
+    instance.refresh_from_db()
+    assert instance.state == State.RUNNING
+    [found] = cloud_instances(f0c.account)
+    holding, release = threading.Event(), threading.Event()
+
+    def end_holding_the_lease() -> None:  # end_reservation, paused after its first lock
+        with transaction.atomic():
+            locked = Reservation.objects.select_for_update().get(pk=lease.pk)
+            holding.set()
+            assert release.wait(30)
+            ending.end_locked(locked, reason=TerminationReason.USER, at=timezone.now())
+
+    row = sync_services.SyncRow(instance.pk, instance.external_id)
+    with in_thread(end_holding_the_lease) as person:
+        assert holding.wait(30)
+        with in_thread(
+            lambda: sync_services.apply_sync(rows=[row], cloud=[found], now=timezone.now())
+        ) as sync:
+            deadline = time.monotonic() + 30
+            while not _waiting_on_a_lock():  # the sync waits for the lease the person holds
+                assert time.monotonic() < deadline, "the sync never waited for the lease"
+                time.sleep(0.05)
+            release.set()
+    assert person == [] and sync == []
+    assert Reservation.objects.get(pk=lease.pk).status == Status.ENDING
+    assert Instance.objects.get(pk=instance.pk).state == State.STOPPING
