@@ -13,10 +13,12 @@ from rental.models import DataVolume
 
 
 def _section(request: HttpRequest, project, *, error: str = "", status: int = 200) -> HttpResponse:
+    """The section, for the project page's HTMX; a page of its own for a browser that
+    follows the section's link or sends its form without HTMX."""
     zones = volumes.volume_zones()
     return render(
         request,
-        "rental/volumes/_volumes.html",
+        "rental/volumes/_volumes.html" if request.htmx else "rental/volumes/volumes.html",
         {
             "project": project,
             "volumes": list(selectors.project_volumes(project)),

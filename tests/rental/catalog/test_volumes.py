@@ -233,3 +233,17 @@ def test_it_tells_who_may_not_make_volumes_that_members_may(f0, client):
     page = client.get(url).content.decode()
     assert 'id="volumes-members-only"' in page and "Create volume" not in page
     assert 'id="volumes-why-not"' not in page
+
+
+def test_the_section_is_a_page_of_its_own_without_htmx(f0c, client):
+    """The project page loads the section with HTMX; its link (and its form sent without
+    HTMX) lead to the same section inside the site's layout, never a bare fragment."""
+    client.force_login(f0c.alice)
+    url = f"/projects/{f0c.alpha.slug}/volumes/"
+    page = client.get(url).content.decode()
+    assert page.startswith("<!doctype html>") and 'class="mainnav"' in page
+    assert 'id="volumes"' in page and f"/projects/{f0c.alpha.slug}/" in page
+    section = client.get(url, HTTP_HX_REQUEST="true").content.decode()
+    assert section.lstrip().startswith('<section class="card" id="volumes">')
+    sent = client.post(url, {"name": "data", "size_gb": "50", "zone": "us-east-1a"})
+    assert 'class="mainnav"' in sent.content.decode()
