@@ -8,6 +8,7 @@ from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.utils.translation import gettext_lazy as _
 from django_filters import fields as filter_fields
 from django_filters import rest_framework as filters
 from drf_spectacular.types import OpenApiTypes
@@ -21,9 +22,32 @@ class IntegerFilter(filters.NumberFilter):
     field_class = forms.IntegerField
 
 
-@extend_schema_field(OpenApiTypes.BOOL)
+class FlagField(forms.Field):
+    """true / false (also 1 / 0, any case); absent or empty is no filter, anything else
+    (``null``, ``yes``) a 400 rather than silently no filter."""
+
+    widget = forms.TextInput
+    VALUES = {"true": True, "1": True, "false": False, "0": False}
+
+    def to_python(self, value: Any) -> bool | None:
+        if value in (None, ""):
+            return None
+        if isinstance(value, bool):
+            return value
+        try:
+            return self.VALUES[str(value).lower()]
+        except KeyError:
+            raise ValidationError(_("Must be true or false."), code="invalid") from None
+
+
 class FlagFilter(filters.BooleanFilter):
     """true / false (also 1 / 0)."""
+
+    field_class = FlagField
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("widget", forms.TextInput)
+        super().__init__(*args, **kwargs)
 
 
 class UtcDateTimeField(filter_fields.IsoDateTimeField):

@@ -21,6 +21,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal import login_throttle, tokens
+from portal.api.filters import FlagFilter
 from portal.api.views import EmptySerializer, PortalViewSet
 from portal.models import ApiToken
 
@@ -101,9 +102,7 @@ class NewTokenSerializer(TokenSerializer):
 
 
 class TokenFilter(django_filters.FilterSet):
-    revoked = django_filters.BooleanFilter(
-        field_name="revoked_at", lookup_expr="isnull", exclude=True
-    )
+    revoked = FlagFilter(field_name="revoked_at", lookup_expr="isnull", exclude=True)
 
     class Meta:
         model = ApiToken

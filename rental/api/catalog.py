@@ -18,6 +18,7 @@ from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
 
 from portal import access
+from portal.api.filters import FlagFilter
 from portal.api.views import PortalViewSet
 from portal.errors import NotPermitted
 from rental.catalog import offerings
@@ -122,9 +123,9 @@ class OfferingTermsSerializer(serializers.Serializer):
 
 
 class OfferingFilter(filters.FilterSet):
-    available = filters.BooleanFilter(
+    available = FlagFilter(
         method="filter_available",
-        label="Sold now: the offering is available and its provider account active.",
+        help_text="Sold now: the offering is available and its provider account active.",
     )
 
     class Meta:

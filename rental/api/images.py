@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
 
 from portal import access
+from portal.api.filters import FlagFilter
 from portal.api.views import PortalViewSet
 from rental import selectors
 from rental.catalog import images
@@ -67,8 +68,8 @@ class SaveImageSerializer(serializers.Serializer):
 
 class ImageFilter(filters.FilterSet):
     project = filters.CharFilter(field_name="project__slug", max_length=50)
-    site = filters.BooleanFilter(
-        field_name="project", lookup_expr="isnull", label="Only site images (or only projects')"
+    site = FlagFilter(
+        field_name="project", lookup_expr="isnull", help_text="Only site images (or only projects')"
     )
 
     class Meta:

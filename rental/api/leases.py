@@ -58,7 +58,7 @@ class LeaseFilter(filters.FilterSet):
         model = Reservation
         fields = ["project", "status", "gpu_model", "priority", "market", "tier", "requester"]
 
-    def filter_mine(self, queryset: Any, name: str, value: bool | None) -> Any:
+    def filter_mine(self, queryset: Any, name: str, value: bool) -> Any:
         if value:
             return queryset.filter(requester=self.request.user)
         return queryset

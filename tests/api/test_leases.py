@@ -374,6 +374,8 @@ def test_it_filters_and_orders_the_list(f0, t0):
         "?start_after=soon",
         "?start_after=0001-01-01T00:00:00%2B01:00",
         "?tier=%00",
+        "?mine=null",
+        "?mine=yes",
     ],
 )
 def test_it_answers_400_to_a_bad_filter(f0, query):

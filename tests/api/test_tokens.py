@@ -100,6 +100,14 @@ def test_it_filters_revoked_tokens(alice):
     client = session(alice)
     assert [t["name"] for t in client.get(f"{URL}?revoked=true").json()["results"]] == ["old"]
     assert [t["name"] for t in client.get(f"{URL}?revoked=false").json()["results"]] == ["new"]
+    assert len(client.get(f"{URL}?revoked=").json()["results"]) == 2
+
+
+@pytest.mark.parametrize("value", ["null", "yes", "%00"])
+def test_it_refuses_a_revoked_filter_that_is_not_true_or_false(alice, value):
+    answer = session(alice).get(f"{URL}?revoked={value}")
+    assert answer.status_code == 400, answer.content
+    assert "revoked" in answer.json()["errors"]
 
 
 def test_it_revokes_a_token_which_stops_working_at_once(alice):
