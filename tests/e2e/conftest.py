@@ -9,14 +9,16 @@ import pytest
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 DOCS_IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
+EXPECT_TIMEOUT_MS = 20_000
 
 
-def screenshot(page, name: str, *, guide: str = "") -> Path:
-    """Save a screenshot to tests/artifacts/; one the user guide shows (``guide``: its
-    file name there) also replaces docs/images/ when PORTAL_DOCS_SCREENSHOTS=1."""
+def screenshot(page, name: str, *, guide: str = "", full_page: bool | None = None) -> Path:
+    """Save a screenshot to tests/artifacts/ (the whole page unless ``full_page`` says
+    otherwise); one the user guide shows (``guide``: its file name there, the viewport
+    only) also replaces docs/images/ when PORTAL_DOCS_SCREENSHOTS=1."""
     ARTIFACTS.mkdir(exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=not guide)
+    page.screenshot(path=str(path), full_page=not guide if full_page is None else full_page)
     if guide and os.environ.get("PORTAL_DOCS_SCREENSHOTS") == "1":
         DOCS_IMAGES.mkdir(parents=True, exist_ok=True)
         shutil.copy(path, DOCS_IMAGES / f"{guide}.png")
@@ -32,8 +34,12 @@ def browser(monkeypatch):
         pytest.fail(
             f"{CHROMIUM} is missing: apt-get install -y chromium (make test installs it as root)"
         )
-    from playwright.sync_api import sync_playwright
+    # Imported here: only browser tests need Playwright.
+    from playwright.sync_api import expect, sync_playwright
 
+    # Assertions wait on states, never fixed times; their ceiling is what a busy two-core
+    # machine needs (5 s by default), reached only when something is really wrong.
+    expect.set_options(timeout=EXPECT_TIMEOUT_MS)
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(
             executable_path=CHROMIUM,
