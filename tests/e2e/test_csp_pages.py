@@ -118,6 +118,15 @@ def test_the_main_pages_work_under_the_policy(live_server, browser):
     page.click("#language-switch button")
     expect(page.locator("html")).to_have_attribute("lang", "zh-hans")
     expect(page.locator("body")).to_contain_text("租约")
+    # The chart's legend and times follow the page's language and clock.
+    page.goto(f"{live_server.url}{run.lease.get_absolute_url()}")
+    legend = page.locator(f"#utilization-{run.instance.pk} .u-legend")
+    expect(legend).to_contain_text("时间")
+    expect(legend).not_to_contain_text("Time")
+    page.locator(f"#utilization-{run.instance.pk} .u-over").hover()
+    moment = legend.locator(".u-series").first
+    expect(moment).to_contain_text(re.compile(r"\d+月\d+日 \d\d:\d\d"))
+    expect(moment).not_to_contain_text(re.compile(r"[AP]M|上午|下午"))
     page.click("details.usermenu summary")
     page.click("#language-switch button")
     expect(page.locator("html")).to_have_attribute("lang", "en")
