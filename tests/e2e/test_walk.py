@@ -8,11 +8,13 @@ The pages are found, not listed: each persona's links are followed from the dash
 with Django's test client (at most PER_PATTERN pages of one shape, such as /leases/N/),
 over the demo's data plus live leases in every state an engineer meets."""
 
+import os
 import re
 from collections import Counter
 from datetime import timedelta
 from decimal import Decimal
 from io import StringIO
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -33,6 +35,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 PERSONAS = ("erik", "maria", "admin", "fiona")
 VARIANTS = [("en", 1280), ("zh-hans", 390), ("zh-hans", 1280), ("en", 390)]
 PER_PATTERN = 2
+# PORTAL_WALK_SHOTS=<folder> keeps a whole-page screenshot of every page walked, to look at.
+SHOTS = os.environ.get("PORTAL_WALK_SHOTS", "")
 MOST_PAGES = 60
 # Not pages a person reads in the portal's layout: files, the API and its docs (their own
 # tests), Django's admin (tests/rental/catalog/test_admin_accounts.py), leaving.
@@ -243,6 +247,11 @@ def test_every_persona_walks_every_page_in_both_languages_at_both_widths(live_se
                 if facts["wide"] > width:
                     problems.append(f"{where} {url}: {facts['wide']} px wide")
                 problems += [f"{where} {url}: {raw}" for raw in raw_codes(facts["text"], verbs)]
+                if SHOTS:
+                    name = re.sub(r"[^a-z0-9]+", "-", url.lower()).strip("-") or "home"
+                    folder = Path(SHOTS) / f"{username}-{language}-{width}"
+                    folder.mkdir(parents=True, exist_ok=True)
+                    page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
             context.close()
     connections.close_all()
     assert problems == [], "\n".join(sorted(set(problems)))
