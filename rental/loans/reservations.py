@@ -118,8 +118,10 @@ def check_window(
     start: datetime,
     end: datetime,
     exclude: int | None = None,
+    field: str = "start",
 ) -> None:
-    """R2 under the pool lock: refuse with the conflicting interval and its figures."""
+    """R2 under the pool lock: refuse with the conflicting interval and its figures, on
+    ``field`` (a booking's ``start``; an extension's ``hours``, the longer window)."""
     booked = [*bookings(pool, exclude=exclude), Booking(project_id, gpus, start, end)]
     conflict = first_conflict(
         booked, guarantees(pool), capacity=pool.capacity, window_start=start, window_end=end
@@ -136,7 +138,7 @@ def check_window(
                 "capacity": conflict.capacity,
             },
             code="reservation_conflict",
-            field="start",
+            field=field,
             figures={
                 "needed": conflict.needed,
                 "capacity": conflict.capacity,

@@ -15,25 +15,27 @@ from rental.loans.request_reads import RequestReads, read_for_request
 from rental.models import GpuModel, Image, Market, Offering, Priority, Quota
 
 
-def parse_hours(value: object) -> Decimal:
+def parse_hours(value: object, *, field: str = "duration_hours") -> Decimal:
+    """``value`` as a number of hours a lease may last, or InvalidInput on ``field`` (a
+    request's ``duration_hours``, an extension's ``hours``)."""
     try:
         hours = Decimal(str(value))
     except (InvalidOperation, ValueError):
-        raise InvalidInput(_("Enter the duration in hours."), field="duration_hours") from None
+        raise InvalidInput(_("Enter the duration in hours."), field=field) from None
     if not hours.is_finite() or hours <= 0:
-        raise InvalidInput(_("The duration must be more than zero hours."), field="duration_hours")
+        raise InvalidInput(_("The duration must be more than zero hours."), field=field)
     if hours > settings.PORTAL_MAX_LEASE_HOURS:
         raise InvalidInput(
             _("A lease may last at most %(max)s hours.") % {"max": settings.PORTAL_MAX_LEASE_HOURS},
             code="over_max_lease",
-            field="duration_hours",
+            field=field,
         )
     if lease_seconds(hours) < 1:
         # Time has one-second resolution: a shorter lease would end before it starts.
         raise InvalidInput(
             _("A lease lasts at least one second (%(h)s hours is less).") % {"h": hours},
             code="too_short",
-            field="duration_hours",
+            field=field,
         )
     return hours
 
