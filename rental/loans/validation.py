@@ -44,6 +44,28 @@ def lease_seconds(hours: Decimal) -> int:
     return int(hours * 3600)
 
 
+def cheapest_offering(
+    *,
+    gpu_model: GpuModel,
+    gpu_count: int,
+    market: str,
+    candidates: list[Offering] | None = None,
+) -> Offering:
+    """The cheapest offering that carries the GPUs, or InvalidInput on the GPU count;
+    ``candidates``: the offerings selling the model, when the caller has read them."""
+    if candidates is None:
+        candidates = list(selectors.offerings_of(gpu_model))
+    fitting = selectors.fitting(candidates, gpu_count=gpu_count, market=market)
+    if not fitting:
+        raise InvalidInput(
+            _("No offering carries %(n)s× %(model)s on the %(market)s market.")
+            % {"n": gpu_count, "model": gpu_model, "market": Market(market).label},
+            code="no_offering",
+            field="gpu_count",
+        )
+    return fitting[0]
+
+
 def choose_offering(
     *,
     gpu_model: GpuModel,
@@ -56,16 +78,11 @@ def choose_offering(
     selling the model, when the caller has read them already."""
     if candidates is None:
         candidates = list(selectors.offerings_of(gpu_model))
-    fitting = selectors.fitting(candidates, gpu_count=gpu_count, market=market)
     if offering is None:
-        if not fitting:
-            raise InvalidInput(
-                _("No offering carries %(n)s× %(model)s on the %(market)s market.")
-                % {"n": gpu_count, "model": gpu_model, "market": Market(market).label},
-                code="no_offering",
-                field="gpu_count",
-            )
-        return fitting[0]
+        return cheapest_offering(
+            gpu_model=gpu_model, gpu_count=gpu_count, market=market, candidates=candidates
+        )
+    fitting = selectors.fitting(candidates, gpu_count=gpu_count, market=market)
     if offering not in fitting:
         raise InvalidInput(
             _("%(offering)s cannot carry %(n)s× %(model)s on the %(market)s market.")
