@@ -1,16 +1,20 @@
 """The ceiling behaves as the guide says, on the request form and in the API alike (issue
 17, point 8): one lease of more GPUs than the ceiling is refused on its GPU count (R1);
 a lease that would take the project's running GPUs past the ceiling waits for a manager
-(Q2).
+(Q2); and a project running above its ceiling after such an approval says why on its
+page and in the request form's quota, in words, in English and in Chinese.
 
 F0: alpha has G 2, L 6 on the A100 80GB pool of 8 GPUs; alma manages alpha."""
 
 import html
 import re
 
+import pytest
+from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
-from rental.loans import admission
+from rental.loans import admission, quota_requests
 from rental.models import Reservation
 from tests.api.leases_world import client_for, row_counts
 
@@ -129,4 +133,95 @@ def test_a_lease_taking_the_project_past_its_ceiling_waits_for_a_manager_on_form
         "pending_approval",
         "over_ceiling",
         waits,
+    )
+
+
+def approved_beyond(f0) -> Reservation:
+    """alpha runs 4, asks 3 more, and alma approves: 7 of 6 run."""
+    run_four(f0)
+    asked = admission.submit_reservation(
+        actor=f0.alice,
+        project=f0.alpha,
+        gpu_model=f0.model,
+        gpu_count=3,
+        duration_hours=8,
+        priority="experiment",
+        market="on_demand",
+    )
+    assert asked.status_code == "over_ceiling"
+    approved = admission.approve_reservation(actor=f0.alpha_manager, reservation=asked)
+    assert approved.status == Status.PROVISIONING
+    return approved
+
+
+def quota_words(page: str) -> str:
+    above = re.search(r'<div class="quota-above[^>]*>(.*?)</div>', page, re.S)
+    assert above, "no word on why the project runs above its ceiling"
+    return text_of(above[1])
+
+
+@pytest.mark.parametrize(
+    ("language", "said"),
+    [
+        (
+            "en",
+            "7 of 6 running: 1 GPU above the ceiling, approved by alma on {day} for lease #{id}.",
+        ),
+        ("zh-hans", "运行 7 / 6：超出上限 1 块 GPU，由 alma 于 {day} 为租约 #{id} 批准。"),
+    ],
+)
+def test_the_project_page_says_why_it_runs_above_its_ceiling(f0, language, said):
+    approved = approved_beyond(f0)
+    day = timezone.now().strftime("%Y-%m-%d")
+    client = Client(HTTP_ACCEPT_LANGUAGE=language)
+    client.force_login(f0.alice)
+
+    page = client.get(reverse("rental:project", args=["alpha"])).content.decode()
+    assert quota_words(page) == said.format(day=day, id=approved.pk)
+
+    # The request form's quota says the same beside its ceiling.
+    form = client.post(
+        reverse("rental:lease_estimate"), on_the_form(f0, 1), HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert quota_words(form) == said.format(day=day, id=approved.pk)
+
+
+def test_a_project_within_its_ceiling_says_nothing_about_it(f0, client):
+    run_four(f0)
+    client.force_login(f0.alice)
+    page = client.get(reverse("rental:project", args=["alpha"])).content.decode()
+    assert "quota-above" not in page
+
+
+def test_several_approvals_are_each_named_and_a_lowered_ceiling_is_said_as_such(f0, client):
+    first = approved_beyond(f0)  # 7 of 6
+    Reservation.objects.filter(pk=first.pk).update(status=Status.ACTIVE)
+    second = admission.submit_reservation(
+        actor=f0.alice,
+        project=f0.alpha,
+        gpu_model=f0.model,
+        gpu_count=1,
+        duration_hours=8,
+        priority="experiment",
+        market="on_demand",
+    )
+    second = admission.approve_reservation(actor=f0.alpha_manager, reservation=second)
+    day = timezone.now().strftime("%Y-%m-%d")
+    client.force_login(f0.alice)
+    page = client.get(reverse("rental:project", args=["alpha"])).content.decode()
+    assert quota_words(page) == (
+        "8 of 6 running: 2 GPUs above the ceiling, approved by a manager for these leases: "
+        f"Lease #{first.pk}, approved by alma on {day}. "
+        f"Lease #{second.pk}, approved by alma on {day}."
+    )
+
+    # Without an approval, the ceiling came down while the leases ran.
+    Reservation.objects.filter(pk__in=[first.pk, second.pk]).update(status=Status.ENDED)
+    asked = quota_requests.request_quota_change(
+        actor=f0.alice, project=f0.alpha, gpu_model=f0.model, ceiling="3", reason="less"
+    )
+    quota_requests.decide_quota_request(actor=f0.alpha_manager, request=asked, approve=True)
+    page = client.get(reverse("rental:project", args=["alpha"])).content.decode()
+    assert quota_words(page) == (
+        "4 of 3 running: 1 GPU above the ceiling, which was lowered while it ran."
     )
