@@ -370,6 +370,34 @@ def add_correction(
 ) -> StatementLine:
     """An admin's correction (P2): an adjustment (any sign) or a credit (a positive sum
     given back, booked negative) on the project's statement for the open period."""
+    _require_admin(actor)
+    description = (description or "").strip()
+    if not description:
+        raise InvalidInput(_("Say why the correction is made."), field="description")
+    return _correct(
+        project=project,
+        actor=actor,
+        kind=kind,
+        amount=amount,
+        description=description,
+        dispute_id=dispute_id,
+        now=now,
+        source=source,
+    )
+
+
+def _correct(
+    *,
+    project: Project,
+    actor: Any,
+    kind: str,
+    amount: Any,
+    description: str,
+    dispute_id: int | None,
+    now: datetime | None,
+    source: str,
+) -> StatementLine:
+    """``add_correction`` with its description given (a dispute's answer writes its own)."""
     now = now or timezone.now()
     _require_admin(actor)
     if kind not in ("adjustment", "credit"):
@@ -379,9 +407,6 @@ def add_correction(
         if value <= 0:
             raise InvalidInput(_("A credit is a positive amount given back."), field="amount")
         value = -value
-    description = (description or "").strip()
-    if not description:
-        raise InvalidInput(_("Say why the correction is made."), field="description")
     statement = _open_statement(project, now)
     line = StatementLine.objects.create(
         statement=statement,
@@ -433,7 +458,7 @@ def answer_dispute(
     project = dispute.line.statement.project
     correction = None
     if kind:
-        correction = add_correction(
+        correction = _correct(
             project=project,
             actor=actor,
             kind=kind,

@@ -218,7 +218,7 @@ def budget_set(request: HttpRequest, slug: str) -> HttpResponse:
     project = access.get_project_or_404(request.user, slug)
     access.require_manager(request.user, project)
     thresholds = []
-    for item in request.POST.getlist("threshold"):
+    for item in request.POST.getlist("thresholds"):
         percent, _sep, kind = item.partition(":")
         if percent.strip():
             thresholds.append({"percent": percent.strip(), "kind": kind.strip() or "actual"})

@@ -29,6 +29,9 @@ LIFETIMES = [
 ]
 DEFAULT_DAYS = 90
 
+# The service names a token's end ``expires_at``; the form asks for it as ``days``.
+FORM_FIELD_OF = {"expires_at": "days"}
+
 
 def _render(
     request: HttpRequest,
@@ -71,7 +74,8 @@ def token_list(request: HttpRequest) -> HttpResponse:
             expires_at=timezone.now() + timedelta(days=days),
         )
     except DomainError as error:
-        return _render(request, values=values, errors={error.field or "name": error.message})
+        field = FORM_FIELD_OF.get(error.field, error.field) or "name"
+        return _render(request, values=values, errors={field: error.message})
     return _render(request, new_token=raw)
 
 

@@ -39,6 +39,17 @@ from rental.models import (
 
 
 @dataclass(frozen=True)
+class BeyondCeiling:
+    """A running lease a manager approved, so it may run past the ceiling (Q2): why a
+    project can run more than its ceiling."""
+
+    lease_id: int
+    gpu_count: int
+    approver: str  # their name as the pages show it; "" when the account is gone
+    approved_at: datetime
+
+
+@dataclass(frozen=True)
 class QuotaStatus:
     """A project's standing in one GPU model's pool, in GPUs."""
 
@@ -48,6 +59,14 @@ class QuotaStatus:
     used: int
     pool_capacity: int
     pool_running: int
+    # Above its ceiling: its running leases a manager approved, oldest approval first
+    # (none when the ceiling came down below leases already running).
+    approved_beyond: tuple[BeyondCeiling, ...] = ()
+
+    @property
+    def above_ceiling(self) -> int:
+        """GPUs running above the ceiling (U − L, or 0)."""
+        return max(self.used - self.ceiling, 0)
 
     @property
     def guaranteed_left(self) -> int:
@@ -91,14 +110,49 @@ def quota_status(*, project: Project | int, gpu_model: GpuModel | int) -> QuotaS
     quota = quota_for(project, gpu_model)
     pool = Pool.objects.filter(gpu_model=gpu_model).first()
     used_guaranteed, used = project_running_gpus(project, gpu_model)
+    ceiling = quota.ceiling if quota else 0
+    model_id = gpu_model if isinstance(gpu_model, int) else gpu_model.pk
     return QuotaStatus(
         guaranteed=quota.guaranteed if quota else 0,
-        ceiling=quota.ceiling if quota else 0,
+        ceiling=ceiling,
         used_guaranteed=used_guaranteed,
         used=used,
         pool_capacity=pool.capacity if pool else 0,
         pool_running=pool_running_gpus(gpu_model),
+        approved_beyond=(
+            approved_beyond(project, [model_id]).get(model_id, ()) if used > ceiling else ()
+        ),
     )
+
+
+def approved_beyond(
+    project: Project | int, model_ids: list[int]
+) -> dict[int, tuple[BeyondCeiling, ...]]:
+    """Per GPU model: the project's running non-spot leases a manager approved (which
+    lifts the ceiling for them, Q2), oldest approval first. One query."""
+    found: dict[int, list[BeyondCeiling]] = defaultdict(list)
+    leases = (
+        Reservation.objects.filter(
+            project=project,
+            gpu_model__in=model_ids,
+            status__in=Reservation.HOLDING,
+            approved_at__isnull=False,
+        )
+        .exclude(tier=Tier.SPOT)
+        .select_related("approved_by")
+        .order_by("approved_at", "pk")
+    )
+    for lease in leases:
+        approver = lease.approved_by
+        found[lease.gpu_model_id].append(
+            BeyondCeiling(
+                lease_id=lease.pk,
+                gpu_count=lease.gpu_count,
+                approver=(approver.get_full_name() or approver.get_username()) if approver else "",
+                approved_at=lease.approved_at,
+            )
+        )
+    return {model_id: tuple(rows) for model_id, rows in found.items()}
 
 
 def on_sale() -> QuerySet[Offering]:
@@ -329,6 +383,13 @@ def project_quota_use(project: Project | int) -> list[QuotaUse]:
     capacity = dict(
         Pool.objects.filter(gpu_model__in=model_ids).values_list("gpu_model", "capacity")
     )
+
+    def used(quota: Quota) -> int:
+        return (own.get(quota.gpu_model_id) or {}).get("non_spot") or 0
+
+    # Why a quota runs above its ceiling, read only when one does (one more query).
+    above = [quota.gpu_model_id for quota in quotas if used(quota) > quota.ceiling]
+    approvals = approved_beyond(project, above) if above else {}
     return [
         QuotaUse(
             quota=quota,
@@ -336,9 +397,10 @@ def project_quota_use(project: Project | int) -> list[QuotaUse]:
                 guaranteed=quota.guaranteed,
                 ceiling=quota.ceiling,
                 used_guaranteed=(own.get(quota.gpu_model_id) or {}).get("guaranteed") or 0,
-                used=(own.get(quota.gpu_model_id) or {}).get("non_spot") or 0,
+                used=used(quota),
                 pool_capacity=capacity.get(quota.gpu_model_id, 0),
                 pool_running=running.get(quota.gpu_model_id) or 0,
+                approved_beyond=approvals.get(quota.gpu_model_id, ()),
             ),
         )
         for quota in quotas

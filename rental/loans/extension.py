@@ -44,7 +44,7 @@ def extend_reservation(
             )
         )
     now = now or timezone.now()
-    added = parse_hours(hours)
+    added = parse_hours(hours, field="hours")
     pool = lock_pool(reservation.gpu_model_id)
     lease = Reservation.objects.select_for_update().get(pk=reservation.pk)
     if lease.status not in EXTENDABLE or lease.notice_due_at is not None:
@@ -169,6 +169,7 @@ def check_added_window(pool: Pool, lease: Reservation, new_end: datetime) -> Non
             start=lease.start,
             end=new_end,
             exclude=lease.pk,
+            field="hours",
         )
     elif lease.tier in (Tier.GUARANTEED, Tier.RESERVED) and booked_between(
         lease.project_id, lease.gpu_model_id, lease.end, new_end

@@ -42,7 +42,7 @@ from rental.loans.standing import (
     lock_pool,
     read_standing,
 )
-from rental.loans.validation import choose_offering
+from rental.loans.validation import cheapest_offering
 from rental.models import GpuModel, Market, Pool, Priority, Quota, Reservation, Tier
 
 Status = Reservation.Status
@@ -53,6 +53,17 @@ def notice() -> timedelta:
 
 
 def validate_window(*, start: datetime, end: datetime, market: str, now: datetime) -> None:
+    """R1 for a booking: its dates (``validate_dates``), and on-demand."""
+    validate_dates(start=start, end=end, now=now)
+    if market == Market.SPOT:
+        raise InvalidInput(
+            _("Spot capacity cannot be booked ahead; choose on-demand or start now."),
+            code="spot_not_bookable",
+            field="market",
+        )
+
+
+def validate_dates(*, start: datetime, end: datetime, now: datetime) -> None:
     """R1 for the dates: the start is not past, the end after it, within the maximum."""
     if start < now:
         raise InvalidInput(_("The start is in the past."), code="start_in_past", field="start")
@@ -63,12 +74,6 @@ def validate_window(*, start: datetime, end: datetime, market: str, now: datetim
             _("A lease may last at most %(max)s hours.") % {"max": settings.PORTAL_MAX_LEASE_HOURS},
             code="over_max_lease",
             field="duration_hours",
-        )
-    if market == Market.SPOT:
-        raise InvalidInput(
-            _("Spot capacity cannot be booked ahead; choose on-demand or start now."),
-            code="spot_not_bookable",
-            field="market",
         )
 
 
@@ -118,8 +123,10 @@ def check_window(
     start: datetime,
     end: datetime,
     exclude: int | None = None,
+    field: str = "start",
 ) -> None:
-    """R2 under the pool lock: refuse with the conflicting interval and its figures."""
+    """R2 under the pool lock: refuse with the conflicting interval and its figures, on
+    ``field`` (a booking's ``start``; an extension's ``hours``, the longer window)."""
     booked = [*bookings(pool, exclude=exclude), Booking(project_id, gpus, start, end)]
     conflict = first_conflict(
         booked, guarantees(pool), capacity=pool.capacity, window_start=start, window_end=end
@@ -136,7 +143,7 @@ def check_window(
                 "capacity": conflict.capacity,
             },
             code="reservation_conflict",
-            field="start",
+            field=field,
             figures={
                 "needed": conflict.needed,
                 "capacity": conflict.capacity,
@@ -366,7 +373,8 @@ def reschedule_reservation(
             field="gpu_count",
             figures={"asked": gpus, "ceiling": quota.ceiling if quota else 0},
         )
-    validate_window(start=new_start, end=new_end, market=lease.market, now=now)
+    # A booking is on-demand (R1 when it was booked): only its new dates are checked.
+    validate_dates(start=new_start, end=new_end, now=now)
     check_window(
         pool,
         project_id=lease.project_id,
@@ -392,8 +400,8 @@ def reschedule_reservation(
             figures=over_ceiling_figures(over),
         )
     if gpus != lease.gpu_count:
-        lease.offering = choose_offering(
-            gpu_model=lease.gpu_model, gpu_count=gpus, market=lease.market, offering=None
+        lease.offering = cheapest_offering(
+            gpu_model=lease.gpu_model, gpu_count=gpus, market=lease.market
         )
         lease.instance_count = gpus // lease.offering.gpus_per_instance
     before = {

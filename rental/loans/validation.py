@@ -15,31 +15,55 @@ from rental.loans.request_reads import RequestReads, read_for_request
 from rental.models import GpuModel, Image, Market, Offering, Priority, Quota
 
 
-def parse_hours(value: object) -> Decimal:
+def parse_hours(value: object, *, field: str = "duration_hours") -> Decimal:
+    """``value`` as a number of hours a lease may last, or InvalidInput on ``field`` (a
+    request's ``duration_hours``, an extension's ``hours``)."""
     try:
         hours = Decimal(str(value))
     except (InvalidOperation, ValueError):
-        raise InvalidInput(_("Enter the duration in hours."), field="duration_hours") from None
+        raise InvalidInput(_("Enter the duration in hours."), field=field) from None
     if not hours.is_finite() or hours <= 0:
-        raise InvalidInput(_("The duration must be more than zero hours."), field="duration_hours")
+        raise InvalidInput(_("The duration must be more than zero hours."), field=field)
     if hours > settings.PORTAL_MAX_LEASE_HOURS:
         raise InvalidInput(
             _("A lease may last at most %(max)s hours.") % {"max": settings.PORTAL_MAX_LEASE_HOURS},
             code="over_max_lease",
-            field="duration_hours",
+            field=field,
         )
     if lease_seconds(hours) < 1:
         # Time has one-second resolution: a shorter lease would end before it starts.
         raise InvalidInput(
             _("A lease lasts at least one second (%(h)s hours is less).") % {"h": hours},
             code="too_short",
-            field="duration_hours",
+            field=field,
         )
     return hours
 
 
 def lease_seconds(hours: Decimal) -> int:
     return int(hours * 3600)
+
+
+def cheapest_offering(
+    *,
+    gpu_model: GpuModel,
+    gpu_count: int,
+    market: str,
+    candidates: list[Offering] | None = None,
+) -> Offering:
+    """The cheapest offering that carries the GPUs, or InvalidInput on the GPU count;
+    ``candidates``: the offerings selling the model, when the caller has read them."""
+    if candidates is None:
+        candidates = list(selectors.offerings_of(gpu_model))
+    fitting = selectors.fitting(candidates, gpu_count=gpu_count, market=market)
+    if not fitting:
+        raise InvalidInput(
+            _("No offering carries %(n)s× %(model)s on the %(market)s market.")
+            % {"n": gpu_count, "model": gpu_model, "market": Market(market).label},
+            code="no_offering",
+            field="gpu_count",
+        )
+    return fitting[0]
 
 
 def choose_offering(
@@ -54,16 +78,11 @@ def choose_offering(
     selling the model, when the caller has read them already."""
     if candidates is None:
         candidates = list(selectors.offerings_of(gpu_model))
-    fitting = selectors.fitting(candidates, gpu_count=gpu_count, market=market)
     if offering is None:
-        if not fitting:
-            raise InvalidInput(
-                _("No offering carries %(n)s× %(model)s on the %(market)s market.")
-                % {"n": gpu_count, "model": gpu_model, "market": Market(market).label},
-                code="no_offering",
-                field="gpu_count",
-            )
-        return fitting[0]
+        return cheapest_offering(
+            gpu_model=gpu_model, gpu_count=gpu_count, market=market, candidates=candidates
+        )
+    fitting = selectors.fitting(candidates, gpu_count=gpu_count, market=market)
     if offering not in fitting:
         raise InvalidInput(
             _("%(offering)s cannot carry %(n)s× %(model)s on the %(market)s market.")

@@ -511,8 +511,10 @@ def test_it_extends_within_the_limits_and_sends_the_rest_to_a_manager(f0):
     lease = running_lease(f0, hours=8)
     old_end = lease.end
     client = client_for(f0.alice)
-    for body in ({}, {"hours": "soon"}, {"hours": 10**9}, {"hours": "-1"}):
-        assert client.post(act(lease, "extend"), body, format="json").status_code == 400, body
+    for body in ({}, {"hours": "soon"}, {"hours": 10**9}, {"hours": "-1"}, {"hours": "0.0001"}):
+        refused = client.post(act(lease, "extend"), body, format="json")
+        assert refused.status_code == 400, body
+        assert set(refused.json()["errors"]) == {"hours"}, refused.json()
     answer = client.post(act(lease, "extend"), {"hours": 1}, format="json")
     assert answer.status_code == 200
     lease.refresh_from_db()

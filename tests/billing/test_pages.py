@@ -215,7 +215,7 @@ def test_the_project_partial_draws_the_budget_chart(client, f0):
 def test_the_manager_sets_the_budget_through_the_form(client, f0):
     login(client, f0.alpha_manager).post(
         reverse("billing:budget_set", args=[f0.alpha.slug]),
-        {"monthly_amount": "750.00", "threshold": ["80:actual", "100:forecast", ""]},
+        {"monthly_amount": "750.00", "thresholds": ["80:actual", "100:forecast", ""]},
     )
     budget = Budget.objects.get(project=f0.alpha)
     assert budget.monthly_amount == Decimal("750.00")
@@ -239,7 +239,7 @@ def test_a_budget_too_big_for_its_column_is_a_field_error_and_nothing_is_saved(c
     digits, two of them cents) is refused, saying why, instead of being stored."""
     answer = login(client, f0.alpha_manager).post(
         reverse("billing:budget_set", args=[f0.alpha.slug]),
-        {"monthly_amount": amount, "threshold": ["80:actual"]},
+        {"monthly_amount": amount, "thresholds": ["80:actual"]},
         follow=True,
     )
     assert answer.status_code == 200  # back on the project page, which says why
@@ -251,7 +251,7 @@ def test_a_budget_too_big_for_its_column_is_a_field_error_and_nothing_is_saved(c
 def test_the_largest_budget_the_column_holds_is_saved_and_read_back(client, f0):
     login(client, f0.alpha_manager).post(
         reverse("billing:budget_set", args=[f0.alpha.slug]),
-        {"monthly_amount": "999999999999.99", "threshold": ["80:actual"]},
+        {"monthly_amount": "999999999999.99", "thresholds": ["80:actual"]},
     )
     assert Budget.objects.get(project=f0.alpha).monthly_amount == Decimal("999999999999.99")
     assert login(client, f0.alpha_manager).get(reverse("dashboard")).status_code == 200

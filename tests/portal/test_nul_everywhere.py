@@ -18,7 +18,7 @@ FIELDS = [
     "ceiling",
     "guaranteed",
     "monthly_amount",
-    "threshold",
+    "thresholds",
     "days",
     "decision",
     "kind",

@@ -70,9 +70,20 @@ def test_extending_a_booking_checks_r2_over_the_added_window(f0):
 
     alpha = book(f0.alpha, 4, at("09:00"), 8)
     book(f0.gamma, 1, at("17:00"), 1)
-    with pytest.raises(QuotaExceeded, match=r"\[17:00, 18:00\) would need 9 of 8"):
+    with pytest.raises(QuotaExceeded, match=r"\[17:00, 18:00\) would need 9 of 8") as refused:
         extension.extend_reservation(actor=f0.alice, reservation=alpha, hours="1", now=now)
     assert fresh(alpha).end == at("17:00")
+    # On the extension's own field: its hours make the window too long, not a start.
+    assert (refused.value.field, refused.value.code) == ("hours", "reservation_conflict")
+
+
+@pytest.mark.parametrize("hours", ["x", "0", "-1", "0.0001"])
+def test_a_bad_number_of_hours_is_refused_on_the_extensions_field(f0, lease, hours):
+    made = lease(f0.alpha, 2, at("09:00"), hours=4)
+    with pytest.raises(InvalidInput) as refused:
+        extension.extend_reservation(actor=f0.alice, reservation=made, hours=hours, now=at("10:00"))
+    assert refused.value.field == "hours"
+    assert fresh(made).end == made.end
 
 
 def test_the_lease_page_extends(f0, lease, client):
