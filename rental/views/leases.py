@@ -8,7 +8,6 @@ from typing import Any
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -16,7 +15,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from portal import access
-from portal.errors import DomainError, InvalidInput, QuotaExceeded
+from portal.errors import DomainError, InvalidInput, QuotaExceeded, put_on_form
 from portal.models import Project
 from rental import selectors
 from rental.catalog import volumes
@@ -56,13 +55,6 @@ def may_end_lease(user: Any, lease: Reservation) -> bool:
 
 # The services name a booking's start ``start``; the form's field is ``start_at``.
 FORM_FIELD_OF = {"start": "start_at"}
-
-
-def _put_on_form(form: Any, error: DomainError) -> None:
-    """A refusal goes on the field it names, so the person sees it where they typed."""
-    name = FORM_FIELD_OF.get(error.field or "", error.field)
-    field = name if name in form.fields else None
-    form.add_error(field, ValidationError(error.message, code=error.code))
 
 
 # --- Asking for GPUs -------------------------------------------------------------------
@@ -280,7 +272,7 @@ def lease_new(request: HttpRequest) -> HttpResponse:
                     source="web",
                 )
             except DomainError as error:
-                _put_on_form(form, error)
+                put_on_form(form, error, FORM_FIELD_OF)
                 status = error.status
             else:
                 messages.success(request, _submitted_message(lease))
