@@ -280,7 +280,7 @@ RULES: dict[str, Expect] = {
     "billing:reports": Expect(get=MEMBERS_AND_SITE, kwargs=project, outsider_kwargs=other_project),
     "billing:budget_set": Expect(
         get=POST_ONLY,
-        post=(404, 404, 302, 302, 404, 302),
+        post=(404, 404, 400, 400, 404, 302),  # the project page again: the amount's error
         kwargs=project,
         outsider_kwargs=other_project,
     ),
@@ -292,13 +292,13 @@ RULES: dict[str, Expect] = {
     ),
     "billing:line_dispute": Expect(
         get=POST_ONLY,
-        post=(404, 404, 302, 302, 404, 302),
+        post=(404, 404, 400, 400, 404, 302),  # the statement page again: the comment's error
         kwargs=lambda world: {"pk": statement(world)[1].pk},
         outsider_kwargs=lambda world: {"pk": other_statement(world)[1].pk},
     ),
     "billing:dispute_answer": Expect(
         get=POST_ONLY,
-        post=(404, 404, 404, 302, 404, 302),
+        post=(404, 404, 404, 400, 404, 302),  # the statement page again: the answer's error
         kwargs=lambda world: {"pk": statement(world)[2].pk},
     ),
     "billing:finance": Expect(get=(404, 404, 404, 200, 200, 302)),
