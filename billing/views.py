@@ -17,6 +17,7 @@ from django.views.decorators.http import require_POST
 
 from billing import budgets, explain, exports, linewords, services
 from billing import reports as billing_reports
+from billing.forms import AnswerForm, BudgetForm, DisputeForm
 from billing.models import Budget, LineDispute, Statement, StatementLine
 from billing.periods import parse_period
 from billing.selectors import (
@@ -32,9 +33,10 @@ from billing.selectors import (
 )
 from billing.statements import compute_period
 from portal import access
-from portal.errors import DomainError
+from portal.errors import DomainError, form_again, put_on_form
 from portal.models import Project
 from rental.models import Quota, Reservation
+from rental.views.leases import project_context
 
 
 def _previous_month(start: datetime) -> datetime:
@@ -83,33 +85,65 @@ def statement(request: HttpRequest, slug: str) -> HttpResponse:
         )
     if exported is not None and not error:
         return exported
+    context = _statement_context(request, project, view, now=now)
+    context["error"] = error
+    return render(request, "billing/statement.html", context, status=400 if error else 200)
+
+
+def dispute_form(index: int, data: Any = None) -> DisputeForm:
+    """The dispute of the statement's line at ``index`` (one form per line on the page)."""
+    return DisputeForm(data, auto_id=f"dispute-%s-{index}")
+
+
+def answer_form(dispute_pk: int, data: Any = None) -> AnswerForm:
+    """An admin's answer to one dispute (one form per open dispute on the page)."""
+    return AnswerForm(data, auto_id=f"answer-%s-{dispute_pk}")
+
+
+def _statement_context(
+    request: HttpRequest,
+    project: Project,
+    view: StatementView,
+    *,
+    now: datetime,
+    dispute_forms: dict[int, DisputeForm] | None = None,
+    answer_forms: dict[int, AnswerForm] | None = None,
+) -> dict[str, Any]:
+    """What the statement page shows; a refused dispute (by its line's pk) or answer (by
+    the dispute's pk) is passed as it was sent, and drawn with its errors."""
+    dispute_forms = dispute_forms or {}
+    answer_forms = answer_forms or {}
     current = period_start(now)
     following = period_end(view.period)
-    disputes = {}
+    disputes: dict[int, list] = {}
     if view.statement is not None:
         for dispute in LineDispute.objects.filter(line__statement=view.statement).select_related(
             "raised_by", "answered_by", "correction"
         ):
-            disputes.setdefault(dispute.line_id, []).append(dispute)
+            form = answer_forms.get(dispute.pk) or answer_form(dispute.pk)
+            disputes.setdefault(dispute.line_id, []).append((dispute, form))
     names = gpu_model_names(view.lines)
-    rows = [
-        {
-            "index": index,
-            "line": line,
-            "words": words,
-            "model": names.get(getattr(line, "gpu_model_id", None) or 0, ""),
-            "disputes": disputes.get(getattr(line, "pk", None), []) if view.statement else [],
-        }
-        for index, (line, words) in enumerate(
-            zip(view.lines, linewords.words_for(view.lines, names=names), strict=True)
+    rows = []
+    for index, (line, words) in enumerate(
+        zip(view.lines, linewords.words_for(view.lines, names=names), strict=True)
+    ):
+        pk = getattr(line, "pk", None)
+        rows.append(
+            {
+                "index": index,
+                "line": line,
+                "words": words,
+                "model": names.get(getattr(line, "gpu_model_id", None) or 0, ""),
+                "disputes": disputes.get(pk, []) if view.statement else [],
+                "dispute_form": dispute_forms.get(pk) or dispute_form(index),
+            }
         )
-    ]
-    context: dict[str, Any] = {
+    return {
         "project": project,
         "view": view,
         "draft": view,
         "rows": rows,
-        "error": error,
+        "error": "",
         "is_current": view.period == current,
         "period_label": view.period.strftime("%Y-%m"),
         "previous": _previous_month(view.period).strftime("%Y-%m"),
@@ -120,7 +154,29 @@ def statement(request: HttpRequest, slug: str) -> HttpResponse:
         "is_admin": access.is_admin(request.user),
         "requesters": spend_per_requester(project_id=project.pk, period=view.period, now=now),
     }
-    return render(request, "billing/statement.html", context, status=400 if error else 200)
+
+
+def _statement_again(
+    request: HttpRequest,
+    statement: Statement,
+    *,
+    partial: str,
+    own: dict[str, Any],
+    status: int,
+    **forms: Any,
+) -> HttpResponse:
+    """The statement page of ``statement``'s month with a refused dispute or answer as it
+    was sent, its errors inside the form; for HTMX that form alone (``partial``, drawn
+    with ``own``)."""
+    now = timezone.now()
+    view = draft_statement(
+        project_id=statement.project.pk, period=parse_period(f"{statement.period:%Y-%m}"), now=now
+    )
+    context = _statement_context(request, statement.project, view, now=now, **forms)
+    context.update(own)
+    return form_again(
+        request, page="billing/statement.html", partial=partial, context=context, status=status
+    )
 
 
 @login_required
@@ -181,14 +237,34 @@ def line_dispute(request: HttpRequest, pk: int) -> HttpResponse:
         statement__project__isnull=False,
     )
     access.require_manager(request.user, line.statement.project)
-    try:
-        services.dispute_line(
-            line_id=line.pk, actor=request.user, comment=request.POST.get("comment", "")
-        )
-        messages.success(request, _("Line disputed; an admin will answer."))
-    except DomainError as refused:
-        messages.error(request, refused.message)
-    return _back_to_statement(line.statement)
+    index = _line_index(line)
+    form = dispute_form(index, request.POST)
+    if form.is_valid():
+        try:
+            services.dispute_line(
+                line_id=line.pk, actor=request.user, comment=form.cleaned_data["comment"]
+            )
+        except DomainError as refused:
+            put_on_form(form, refused)
+            status = refused.status
+        else:
+            messages.success(request, _("Line disputed; an admin will answer."))
+            return _back_to_statement(line.statement)
+    else:
+        status = 400
+    return _statement_again(
+        request,
+        line.statement,
+        partial="billing/_dispute_form.html",
+        own={"line": line, "index": index, "form": form},
+        status=status,
+        dispute_forms={line.pk: form},
+    )
+
+
+def _line_index(line: StatementLine) -> int:
+    """The line's place on its statement page (the page orders a statement's lines by pk)."""
+    return StatementLine.objects.filter(statement_id=line.statement_id, pk__lt=line.pk).count()
 
 
 @login_required
@@ -198,18 +274,33 @@ def dispute_answer(request: HttpRequest, pk: int) -> HttpResponse:
     dispute = get_object_or_404(
         LineDispute.objects.select_related("line__statement__project"), pk=pk
     )
-    try:
-        services.answer_dispute(
-            dispute_id=dispute.pk,
-            actor=request.user,
-            answer=request.POST.get("answer", ""),
-            kind=request.POST.get("kind", ""),
-            amount=request.POST.get("amount") or None,
-        )
-        messages.success(request, _("Dispute answered."))
-    except DomainError as refused:
-        messages.error(request, refused.message)
-    return _back_to_statement(dispute.line.statement)
+    form = answer_form(dispute.pk, request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            services.answer_dispute(
+                dispute_id=dispute.pk,
+                actor=request.user,
+                answer=data["answer"],
+                kind=data["kind"],
+                amount=data["amount"] or None,
+            )
+        except DomainError as refused:
+            put_on_form(form, refused)
+            status = refused.status
+        else:
+            messages.success(request, _("Dispute answered."))
+            return _back_to_statement(dispute.line.statement)
+    else:
+        status = 400
+    return _statement_again(
+        request,
+        dispute.line.statement,
+        partial="billing/_answer_form.html",
+        own={"dispute": dispute, "form": form},
+        status=status,
+        answer_forms={dispute.pk: form},
+    )
 
 
 @login_required
@@ -217,23 +308,35 @@ def dispute_answer(request: HttpRequest, pk: int) -> HttpResponse:
 def budget_set(request: HttpRequest, slug: str) -> HttpResponse:
     project = access.get_project_or_404(request.user, slug)
     access.require_manager(request.user, project)
-    thresholds = []
-    for item in request.POST.getlist("thresholds"):
-        percent, _sep, kind = item.partition(":")
-        if percent.strip():
-            thresholds.append({"percent": percent.strip(), "kind": kind.strip() or "actual"})
-    try:
-        budgets.set_budget(
-            project=project,
-            actor=request.user,
-            monthly_amount=request.POST.get("monthly_amount", ""),
-            thresholds=thresholds,
-            cap_policy=request.POST.get("cap_policy") or Budget.CapPolicy.REFUSE_NEW,
-        )
-        messages.success(request, _("Budget saved."))
-    except DomainError as refused:
-        messages.error(request, refused.message)
-    return redirect("rental:project", slug=project.slug)
+    form = BudgetForm(request.POST)
+    if form.is_valid():
+        try:
+            budgets.set_budget(
+                project=project,
+                actor=request.user,
+                monthly_amount=form.cleaned_data["monthly_amount"],
+                thresholds=form.threshold_list(),
+                cap_policy=form.cleaned_data["cap_policy"] or Budget.CapPolicy.REFUSE_NEW,
+            )
+        except DomainError as refused:
+            put_on_form(form, refused)
+            status = refused.status
+        else:
+            messages.success(request, _("Budget saved."))
+            return redirect("rental:project", slug=project.slug)
+    else:
+        status = 400
+    # The budget's form is in the project page's spend section, which the page fetches
+    # once loaded; drawn again, the section is in the page itself, the form open.
+    context = project_context(request, project)
+    context.update(_spend_context(request, project, budget_form=form), spend_inline=True)
+    return form_again(
+        request,
+        page="rental/leases/project.html",
+        partial="billing/_statement_lines.html",
+        context=context,
+        status=status,
+    )
 
 
 @login_required
@@ -360,6 +463,14 @@ def _currency() -> str:
 @login_required
 def statement_partial(request: HttpRequest, slug: str) -> HttpResponse:
     project = access.get_project_or_404(request.user, slug)
+    return render(request, "billing/_statement_lines.html", _spend_context(request, project))
+
+
+def _spend_context(
+    request: HttpRequest, project: Project, *, budget_form: BudgetForm | None = None
+) -> dict[str, Any]:
+    """The project page's spend section: this month's draft, the budget's chart and the
+    budget's form (``budget_form``: a refused one, as it was sent)."""
     now = timezone.now()
     view = draft_statement(project_id=project.pk, now=now)
     budget = Budget.objects.filter(project=project).first()
@@ -367,18 +478,15 @@ def statement_partial(request: HttpRequest, slug: str) -> HttpResponse:
     if budget is not None:
         current = budgets.standing(budget=budget.monthly_amount, actual=view.total, now=now)
         chart = budget_chart(current)
-    return render(
-        request,
-        "billing/_statement_lines.html",
-        {
-            "project": project,
-            "draft": view,
-            "lines": list(zip(view.lines, linewords.words_for(view.lines), strict=True)),
-            "budget": budget,
-            "chart": chart,
-            "can_manage": access.can_manage(request.user, project),
-        },
-    )
+    return {
+        "project": project,
+        "draft": view,
+        "lines": list(zip(view.lines, linewords.words_for(view.lines), strict=True)),
+        "budget": budget,
+        "budget_form": budget_form or BudgetForm(budget=budget),
+        "chart": chart,
+        "can_manage": access.can_manage(request.user, project),
+    }
 
 
 def budget_chart(current: budgets.BudgetStanding, *, key: str = "") -> dict[str, Any]:

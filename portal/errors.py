@@ -7,10 +7,12 @@ and, when one input caused it, the name of that field. Its words may be a
 as it is where a refusal becomes a lease's reason.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from django import forms
 from django.contrib import messages
+from django.core.exceptions import ValidationError
 from django.db import DataError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
@@ -79,6 +81,34 @@ class InvalidTransition(DomainError):
 class NotPermitted(DomainError):
     status = 403
     default_code = "not_permitted"
+
+
+def put_on_form(
+    form: forms.BaseForm, error: DomainError, field_of: Mapping[str, str] | None = None
+) -> None:
+    """A refusal goes on the field it names, so the person sees it where they typed; one
+    that names no field of the form is said for the whole form, inside it. ``field_of``
+    maps a service's name for a value to the form's (a view's ``FORM_FIELD_OF``).
+    The form must have been validated (``is_valid()``)."""
+    name = (field_of or {}).get(error.field or "", error.field)
+    field = name if name in form.fields else None
+    form.add_error(field, ValidationError(error.message, code=error.code))
+
+
+def form_again(
+    request: HttpRequest,
+    *,
+    page: str,
+    partial: str,
+    context: dict[str, Any],
+    status: int,
+) -> HttpResponse:
+    """A refused form drawn again with its errors and the values as they were sent: for
+    HTMX the partial that holds the form (with 200, since htmx swaps no 4xx answer in),
+    otherwise the whole page with the refusal's status."""
+    if getattr(request, "htmx", False):
+        return render(request, partial, context)
+    return render(request, page, context, status=status)
 
 
 class DomainErrorMiddleware:

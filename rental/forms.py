@@ -11,10 +11,19 @@ from django.utils.translation import gettext_lazy as _
 from portal import access
 from portal.models import Project
 from portal.templatetags.portal_tags import rate
-from portal.text import PlainTextForm
+from portal.text import COMMENT_LENGTH, REASON_LENGTH, PlainTextForm
 from rental import selectors
 from rental.catalog.volumes import offerings_near
-from rental.models import DataVolume, GpuModel, Image, Market, Offering, Priority, SshKey
+from rental.models import (
+    DataVolume,
+    GpuModel,
+    Image,
+    Market,
+    Offering,
+    Priority,
+    Quota,
+    SshKey,
+)
 
 # The most GPUs one request may name (far above any pool; a larger number is a field error).
 MAX_GPUS = 1024
@@ -320,9 +329,91 @@ def _image_label(image: Image) -> str:
 
 
 class DecisionForm(PlainTextForm):
-    """A manager's comment on a request; the service decides whether it is required."""
+    """A manager's comment on a request; the service decides whether it is required.
+    Several may share a page (one per request): each is made with its own ``auto_id``."""
 
-    comment = forms.CharField(label=_("Comment"), max_length=2000, required=False)
+    comment = forms.CharField(label=_("Comment"), max_length=COMMENT_LENGTH, required=False)
+
+    def __init__(self, *args: Any, placeholder: str = "", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if placeholder:
+            self.fields["comment"].widget.attrs["placeholder"] = placeholder
+
+
+class ExtendForm(PlainTextForm):
+    """Extend a lease by some hours. The number is read by the service, which names what
+    is wrong with it (R1's limits, the pool's room) on this field."""
+
+    hours = forms.CharField(
+        label=_("Extend by (hours)"),
+        required=False,
+        initial="1",
+        widget=forms.NumberInput(attrs={"min": "0.25", "step": "0.25"}),
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("auto_id", "extend-%s")  # one of several forms on the lease page
+        super().__init__(*args, **kwargs)
+
+
+class SaveImageForm(PlainTextForm):
+    """The name of the image a lease's disk is saved as; the service checks it."""
+
+    name = forms.CharField(
+        label=_("Image name"),
+        required=False,
+        widget=forms.TextInput(
+            attrs={"maxlength": "100", "placeholder": _("e.g. ranking env, torch 2.5 + deps")}
+        ),
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("auto_id", "id_image_%s")  # one of several forms on the lease page
+        super().__init__(*args, **kwargs)
+
+
+class QuotaRequestForm(PlainTextForm):
+    """A member asks for a new guarantee, a new ceiling, or both, for one of the project's
+    GPU models; the service checks the numbers and the reason (Q1)."""
+
+    gpu_model = forms.ChoiceField(
+        label=_("GPU model"),
+        widget=forms.Select(attrs={"id": "qr-model"}),
+        error_messages={
+            "required": _("Choose one of the project's GPU models."),
+            "invalid_choice": _("Choose one of the project's GPU models."),
+        },
+    )
+    guaranteed = forms.CharField(
+        label=_("New guarantee G (decided by an admin)"),
+        required=False,
+        widget=forms.NumberInput(attrs={"id": "qr-g", "min": "0"}),
+    )
+    ceiling = forms.CharField(
+        label=_("New ceiling L (decided by a manager)"),
+        required=False,
+        widget=forms.NumberInput(attrs={"id": "qr-l", "min": "0"}),
+    )
+    # Its length is the service's to say (with the field's name), like every free text.
+    reason = forms.CharField(
+        label=_("Why"),
+        required=False,
+        widget=forms.TextInput(attrs={"id": "qr-reason", "maxlength": str(REASON_LENGTH)}),
+    )
+
+    def __init__(self, *args: Any, project: Project, **kwargs: Any) -> None:
+        kwargs.setdefault("auto_id", "qr-%s")
+        super().__init__(*args, **kwargs)
+        self.models = {
+            str(quota.gpu_model_id): quota.gpu_model
+            for quota in Quota.objects.filter(project=project)
+            .select_related("gpu_model")
+            .order_by("gpu_model__name")
+        }
+        self.fields["gpu_model"].choices = [(pk, m.name) for pk, m in self.models.items()]
+
+    def clean_gpu_model(self) -> GpuModel:
+        return self.models[self.cleaned_data["gpu_model"]]
 
 
 class RescheduleForm(PlainTextForm):
@@ -347,9 +438,3 @@ class RescheduleForm(PlainTextForm):
         return cls(
             initial={"start": lease.start, "duration_hours": hours, "gpu_count": lease.gpu_count}
         )
-
-    def first_error(self) -> str:
-        for field, errors in self.errors.items():
-            label = self.fields[field].label if field in self.fields else ""
-            return f"{label}: {errors[0]}" if label else str(errors[0])
-        return ""

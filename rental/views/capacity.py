@@ -14,11 +14,17 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from portal import access
-from portal.errors import DomainError, InvalidInput
-from rental.forms import RescheduleForm
+from portal.errors import DomainError, form_again, put_on_form
+from rental.forms import ExtendForm, QuotaRequestForm, RescheduleForm
 from rental.loans import extension, pools, quota_requests, reservations
-from rental.models import GpuModel, Quota, QuotaRequest, Reservation
-from rental.views.leases import project_page
+from rental.models import Quota, QuotaRequest, Reservation
+from rental.views.leases import (
+    extension_decision_form,
+    lease_form_again,
+    project_context,
+    project_page,
+    quota_decision_form,
+)
 
 Status = Reservation.Status
 
@@ -43,20 +49,23 @@ def _done(request: HttpRequest, error: DomainError | None, ok: str) -> None:
 @require_POST
 def lease_extend(request: HttpRequest, pk: int) -> HttpResponse:
     lease = _lease_for_member(request, pk)
-    error = None
+    form = ExtendForm(request.POST)
+    if not form.is_valid():
+        return lease_form_again(request, pk, extend_form=form, status=400)
     try:
         lease = extension.extend_reservation(
-            actor=request.user, reservation=lease, hours=request.POST.get("hours", "")
+            actor=request.user, reservation=lease, hours=form.cleaned_data["hours"]
         )
-    except DomainError as caught:
-        error = caught
-    ok = (
+    except DomainError as error:
+        put_on_form(form, error)
+        return lease_form_again(request, pk, extend_form=form, status=error.status)
+    messages.success(
+        request,
         _("The extension waits for a manager's approval.")
         if lease.extension_until
         else _("Lease #%(id)s now ends at %(end)s UTC.")
-        % {"id": lease.pk, "end": lease.end.strftime("%Y-%m-%d %H:%M")}
+        % {"id": lease.pk, "end": lease.end.strftime("%Y-%m-%d %H:%M")},
     )
-    _done(request, error, ok)
     return redirect("rental:lease", pk=pk)
 
 
@@ -66,29 +75,31 @@ def lease_reschedule(request: HttpRequest, pk: int) -> HttpResponse:
     """Move or resize a booking before it starts (R2 re-checked without its own window)."""
     lease = _lease_for_member(request, pk)
     form = RescheduleForm(request.POST)
-    error: DomainError | None = None
     if not form.is_valid():
-        error = InvalidInput(form.first_error())
-    else:
-        start = form.cleaned_data["start"]
-        hours = form.cleaned_data["duration_hours"]
-        try:
-            lease = reservations.reschedule_reservation(
-                actor=request.user,
-                reservation=lease,
-                start=start,
-                end=start + timedelta(seconds=int(hours * 3600)),
-                gpu_count=form.cleaned_data["gpu_count"],
-            )
-        except DomainError as caught:
-            error = caught
-    ok = _("Booking #%(id)s now runs %(start)s to %(end)s UTC on %(gpus)s GPUs.") % {
-        "id": lease.pk,
-        "start": lease.start.strftime("%Y-%m-%d %H:%M"),
-        "end": lease.end.strftime("%Y-%m-%d %H:%M"),
-        "gpus": lease.gpu_count,
-    }
-    _done(request, error, ok)
+        return lease_form_again(request, pk, reschedule_form=form, status=400)
+    start = form.cleaned_data["start"]
+    hours = form.cleaned_data["duration_hours"]
+    try:
+        lease = reservations.reschedule_reservation(
+            actor=request.user,
+            reservation=lease,
+            start=start,
+            end=start + timedelta(seconds=int(hours * 3600)),
+            gpu_count=form.cleaned_data["gpu_count"],
+        )
+    except DomainError as error:
+        put_on_form(form, error)
+        return lease_form_again(request, pk, reschedule_form=form, status=error.status)
+    messages.success(
+        request,
+        _("Booking #%(id)s now runs %(start)s to %(end)s UTC on %(gpus)s GPUs.")
+        % {
+            "id": lease.pk,
+            "start": lease.start.strftime("%Y-%m-%d %H:%M"),
+            "end": lease.end.strftime("%Y-%m-%d %H:%M"),
+            "gpus": lease.gpu_count,
+        },
+    )
     return redirect("rental:lease", pk=pk)
 
 
@@ -98,17 +109,20 @@ def lease_extension_decide(request: HttpRequest, pk: int) -> HttpResponse:
     lease = access.get_visible_or_404(Reservation.objects.all(), request.user, pk=pk)
     access.require_manager(request.user, lease.project)
     approve = request.POST.get("decision") == "approve"
-    error = None
+    form = extension_decision_form(request.POST)
+    if not form.is_valid():
+        return lease_form_again(request, pk, extension_form=form, status=400)
     try:
         extension.decide_extension(
             actor=request.user,
             reservation=lease,
             approve=approve,
-            comment=request.POST.get("comment", ""),
+            comment=form.cleaned_data["comment"],
         )
-    except DomainError as caught:
-        error = caught
-    _done(request, error, _("Extension approved.") if approve else _("Extension refused."))
+    except DomainError as error:
+        put_on_form(form, error)
+        return lease_form_again(request, pk, extension_form=form, status=error.status)
+    messages.success(request, _("Extension approved.") if approve else _("Extension refused."))
     return redirect("rental:lease", pk=pk)
 
 
@@ -137,30 +151,23 @@ def lease_watch(request: HttpRequest, pk: int) -> HttpResponse:
 def quota_request_new(request: HttpRequest, slug: str) -> HttpResponse:
     project = access.get_project_or_404(request.user, slug)
     access.require_member(request.user, project)
-    asked_model = request.POST.get("gpu_model", "")
-    gpu_model = (
-        Quota.objects.filter(project=project, gpu_model_id=int(asked_model))
-        .values_list("gpu_model", flat=True)
-        .first()
-        if asked_model.isascii() and asked_model.isdigit()
-        else None
-    )
-    error = None
-    if gpu_model is None:
-        error = InvalidInput(_("Choose one of the project's GPU models."), field="gpu_model")
-    else:
-        try:
-            quota_requests.request_quota_change(
-                actor=request.user,
-                project=project,
-                gpu_model=GpuModel.objects.get(pk=gpu_model),
-                guaranteed=request.POST.get("guaranteed", "").strip() or None,
-                ceiling=request.POST.get("ceiling", "").strip() or None,
-                reason=request.POST.get("reason", ""),
-            )
-        except DomainError as caught:
-            error = caught
-    _done(request, error, _("Your request is sent to the people who decide it."))
+    form = QuotaRequestForm(request.POST, project=project)
+    if not form.is_valid():
+        return _quota_requests_again(request, project, status=400, quota_request_form=form)
+    data = form.cleaned_data
+    try:
+        quota_requests.request_quota_change(
+            actor=request.user,
+            project=project,
+            gpu_model=data["gpu_model"],
+            guaranteed=data["guaranteed"] or None,
+            ceiling=data["ceiling"] or None,
+            reason=data["reason"],
+        )
+    except DomainError as error:
+        put_on_form(form, error)
+        return _quota_requests_again(request, project, status=error.status, quota_request_form=form)
+    messages.success(request, _("Your request is sent to the people who decide it."))
     return redirect("rental:project", slug=slug)
 
 
@@ -173,22 +180,42 @@ def quota_request_decide(request: HttpRequest, pk: int) -> HttpResponse:
     if not quota_requests.may_decide(request.user, asked):
         raise Http404
     approve = request.POST.get("decision") == "approve"
-    error = None
-    try:
-        quota_requests.decide_quota_request(
-            actor=request.user,
-            request=asked,
-            approve=approve,
-            comment=request.POST.get("comment", ""),
-        )
-    except DomainError as caught:
-        error = caught
-    _done(
-        request,
-        error,
-        _("Quota change approved.") if approve else _("Quota change rejected."),
+    form = quota_decision_form(asked.pk, request.POST)
+    if form.is_valid():
+        try:
+            quota_requests.decide_quota_request(
+                actor=request.user,
+                request=asked,
+                approve=approve,
+                comment=form.cleaned_data["comment"],
+            )
+        except DomainError as error:
+            put_on_form(form, error)
+            status = error.status
+        else:
+            messages.success(
+                request, _("Quota change approved.") if approve else _("Quota change rejected.")
+            )
+            return redirect("rental:project", slug=asked.project.slug)
+    else:
+        status = 400
+    return _quota_requests_again(
+        request, asked.project, status=status, quota_decision_forms={asked.pk: form}
     )
-    return redirect("rental:project", slug=asked.project.slug)
+
+
+def _quota_requests_again(
+    request: HttpRequest, project: Any, *, status: int, **forms: Any
+) -> HttpResponse:
+    """The project page with a refused quota change or decision as it was sent, its
+    errors inside the form; for HTMX the quota changes section alone."""
+    return form_again(
+        request,
+        page="rental/leases/project.html",
+        partial="rental/leases/_quota_requests.html",
+        context=project_context(request, project, **forms),
+        status=status,
+    )
 
 
 # --- Auto-approve limits (managers) and their caps (admins) -----------------------------

@@ -1,7 +1,5 @@
 """The image catalog and "Save as image" on a lease."""
 
-from typing import Any
-
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -10,18 +8,12 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from portal import access
-from portal.errors import DomainError
+from portal.errors import DomainError, put_on_form
 from rental import selectors
 from rental.catalog import images
+from rental.forms import SaveImageForm
 from rental.models import Reservation
-
-
-def may_save_image(user: Any, lease: Reservation) -> bool:
-    if lease.status not in images.SAVABLE_STATUSES:
-        return False
-    return access.can_manage(user, lease.project_id) or (
-        lease.requester_id == user.pk and access.can_request_for(user, lease.project_id)
-    )
+from rental.views.leases import lease_form_again
 
 
 @login_required
@@ -41,13 +33,16 @@ def image_list(request: HttpRequest) -> HttpResponse:
 @require_POST
 def lease_save_image(request: HttpRequest, pk: int) -> HttpResponse:
     lease = access.get_lease_to_act_on_or_404(Reservation.objects.all(), request.user, pk=pk)
+    form = SaveImageForm(request.POST)
+    if not form.is_valid():
+        return lease_form_again(request, pk, save_image_form=form, status=400)
     try:
         image = images.save_as_image(
-            actor=request.user, reservation=lease, name=request.POST.get("name", "")
+            actor=request.user, reservation=lease, name=form.cleaned_data["name"]
         )
     except DomainError as error:
-        messages.error(request, error.message)
-        return redirect("rental:lease", pk=pk)
+        put_on_form(form, error)
+        return lease_form_again(request, pk, save_image_form=form, status=error.status)
     messages.success(
         request,
         _("Saving “%(name)s”. It appears in the request form once the cloud has it ready.")

@@ -8,7 +8,6 @@ from typing import Any
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -16,12 +15,19 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from portal import access
-from portal.errors import DomainError, InvalidInput, QuotaExceeded
+from portal.errors import DomainError, InvalidInput, QuotaExceeded, form_again, put_on_form
 from portal.models import Project
 from rental import selectors
-from rental.catalog import volumes
+from rental.catalog import images, volumes
 from rental.catalog.images import check_image_fits
-from rental.forms import DecisionForm, LeaseRequestForm, RescheduleForm
+from rental.forms import (
+    DecisionForm,
+    ExtendForm,
+    LeaseRequestForm,
+    QuotaRequestForm,
+    RescheduleForm,
+    SaveImageForm,
+)
 from rental.loans import admission, ending, extension, lease_request, quota_requests
 from rental.loans.admission import preview_admission
 from rental.loans.reservations import preview_booking
@@ -30,7 +36,6 @@ from rental.loans.waiting import lease_wait
 from rental.models import DataVolume, Offering, QuotaRequest, Reservation, Tier
 from rental.selectors import QuotaStatus
 from rental.views import agent as agent_views
-from rental.views import images as image_views
 
 Status = Reservation.Status
 
@@ -54,15 +59,16 @@ def may_end_lease(user: Any, lease: Reservation) -> bool:
     return access.can_act_on_lease(user, lease)
 
 
+def may_save_image(user: Any, lease: Reservation) -> bool:
+    if lease.status not in images.SAVABLE_STATUSES:
+        return False
+    return access.can_manage(user, lease.project_id) or (
+        lease.requester_id == user.pk and access.can_request_for(user, lease.project_id)
+    )
+
+
 # The services name a booking's start ``start``; the form's field is ``start_at``.
 FORM_FIELD_OF = {"start": "start_at"}
-
-
-def _put_on_form(form: Any, error: DomainError) -> None:
-    """A refusal goes on the field it names, so the person sees it where they typed."""
-    name = FORM_FIELD_OF.get(error.field or "", error.field)
-    field = name if name in form.fields else None
-    form.add_error(field, ValidationError(error.message, code=error.code))
 
 
 # --- Asking for GPUs -------------------------------------------------------------------
@@ -280,7 +286,7 @@ def lease_new(request: HttpRequest) -> HttpResponse:
                     source="web",
                 )
             except DomainError as error:
-                _put_on_form(form, error)
+                put_on_form(form, error, FORM_FIELD_OF)
                 status = error.status
             else:
                 messages.success(request, _submitted_message(lease))
@@ -381,7 +387,7 @@ def _lease_context(request: HttpRequest, pk: int) -> dict[str, Any]:
         and lease.data_volume.attached_instance_id in {i.pk for i in instances},
         "may_end": lease.can_end and may_end_lease(request.user, lease),
         "may_stop": agent_views.may_stop(request.user, lease),
-        "may_save_image": image_views.may_save_image(request.user, lease),
+        "may_save_image": may_save_image(request.user, lease),
         "polling": lease.status in POLL_WHILE,
         "wait": wait,
         "wait_hint": wait.hint,
@@ -401,7 +407,32 @@ def _lease_context(request: HttpRequest, pk: int) -> dict[str, Any]:
     context["actions_key"] = "-".join(
         [lease.status, *("1" if flag else "0" for flag in shown), str(lease.extension_until)]
     )
+    # The side actions' forms, empty; a refused one is drawn again as it was sent.
+    context["extend_form"] = ExtendForm()
+    context["extension_form"] = extension_decision_form()
+    context["save_image_form"] = SaveImageForm()
     return context
+
+
+def extension_decision_form(data: Any = None) -> DecisionForm:
+    """A manager's comment on a lease's extension, on the lease page."""
+    return DecisionForm(data, auto_id="extension-%s", placeholder=_("Comment"))
+
+
+def lease_form_again(request: HttpRequest, pk: int, *, status: int, **forms: Any) -> HttpResponse:
+    """The lease page with a side action's refused form as it was sent, its errors inside
+    it (``extend_form``, ``extension_form``, ``reschedule_form``, ``save_image_form``);
+    for HTMX the side actions alone. A form with errors is drawn even where the lease no
+    longer allows its action, so that the refusal says why."""
+    context = _lease_context(request, pk)
+    context.update(forms)
+    return form_again(
+        request,
+        page="rental/leases/lease.html",
+        partial="rental/leases/_lease_side_actions.html",
+        context=context,
+        status=status,
+    )
 
 
 @login_required
@@ -445,11 +476,33 @@ def lease_end(request: HttpRequest, pk: int) -> HttpResponse:
 def approvals(request: HttpRequest) -> HttpResponse:
     if not access.manages_any(request.user):
         raise Http404
+    return render(request, "rental/leases/approvals.html", _approvals_context(request))
+
+
+def decision_form(lease_pk: int, data: Any = None) -> DecisionForm:
+    """The comment of a decision in the lease's row of the approvals page."""
+    return DecisionForm(
+        data, auto_id=f"%s-{lease_pk}", placeholder=_("Comment (required to reject)")
+    )
+
+
+def _approvals_context(
+    request: HttpRequest, refused: tuple[Reservation, DecisionForm] | None = None
+) -> dict[str, Any]:
+    """The page of requests waiting for this manager, each row with its decision's form;
+    ``refused``: a lease whose decision was refused, drawn with its form as it was sent
+    (first, if it is not on the page, so that its errors are seen)."""
     pending = selectors.leases(selectors.pending_approvals(request.user)).order_by(
         "submitted_at", "pk"
     )
     page = Paginator(pending, LEASES_PER_PAGE).get_page(request.GET.get("page"))
-    return render(request, "rental/leases/approvals.html", {"page": page})
+    rows = [(lease, decision_form(lease.pk)) for lease in page]
+    if refused is not None:
+        lease, form = refused
+        rows = [(other, form if other.pk == lease.pk else blank) for other, blank in rows]
+        if lease.pk not in {other.pk for other in page}:
+            rows.insert(0, (lease, form))
+    return {"page": page, "rows": rows}
 
 
 @login_required
@@ -462,42 +515,51 @@ def approvals_count(request: HttpRequest) -> HttpResponse:
 def _decide(request: HttpRequest, pk: int, *, approve: bool) -> HttpResponse:
     lease = access.get_visible_or_404(selectors.leases(), request.user, pk=pk)
     access.require_manager(request.user, lease.project)
-    form = DecisionForm(request.POST)
-    error: DomainError | None = None
-    done = ""
+    form = decision_form(lease.pk, request.POST)
     if not form.is_valid():
-        error = InvalidInput(form.errors["comment"][0], field="comment")
-    else:
-        comment = form.cleaned_data["comment"]
-        try:
-            if approve:
-                lease = admission.approve_reservation(
-                    actor=request.user, reservation=lease, comment=comment, source="web"
-                )
-            else:
-                lease = admission.reject_reservation(
-                    actor=request.user, reservation=lease, comment=comment, source="web"
-                )
-        except DomainError as caught:
-            error = caught
-    if error is None:
-        done = (
-            _("Lease #%(id)s approved: %(status)s.") if approve else _("Lease #%(id)s rejected.")
-        ) % {"id": lease.pk, "status": lease.get_status_display().lower()}
+        return _decision_again(request, lease, form, status=400)
+    comment = form.cleaned_data["comment"]
+    try:
+        if approve:
+            lease = admission.approve_reservation(
+                actor=request.user, reservation=lease, comment=comment, source="web"
+            )
+        else:
+            lease = admission.reject_reservation(
+                actor=request.user, reservation=lease, comment=comment, source="web"
+            )
+    except DomainError as error:
+        # What the manager typed is on its field; what the rules say again about the
+        # request as it was asked (its window, its ceiling) is said for the whole form.
+        put_on_form(form, error)
+        return _decision_again(request, lease, form, status=error.status)
+    done = (
+        _("Lease #%(id)s approved: %(status)s.") if approve else _("Lease #%(id)s rejected.")
+    ) % {"id": lease.pk, "status": lease.get_status_display().lower()}
     if request.htmx:
         response = render(
-            request,
-            "rental/leases/_approval_row.html",
-            {"lease": lease, "error": error, "done": done},
+            request, "rental/leases/_approval_row.html", {"lease": lease, "done": done}
         )
-        if error is None:
-            response["HX-Trigger"] = "approvals-changed"
+        response["HX-Trigger"] = "approvals-changed"
         return response
-    if error is None:
-        messages.success(request, done)
-    else:
-        messages.error(request, error.message)
+    messages.success(request, done)
     return redirect("rental:approvals")
+
+
+def _decision_again(
+    request: HttpRequest, lease: Reservation, form: DecisionForm, *, status: int
+) -> HttpResponse:
+    """The approvals page, or for HTMX the lease's row, with its decision's form as it was
+    sent."""
+    context = _approvals_context(request, refused=(lease, form))
+    context.update(lease=lease, form=form)  # the row's own, for the partial
+    return form_again(
+        request,
+        page="rental/leases/approvals.html",
+        partial="rental/leases/_approval_row.html",
+        context=context,
+        status=status,
+    )
 
 
 @login_required
@@ -540,32 +602,56 @@ def project_page(
     """The project page; ``quota_errors`` puts a refused quota form's error beside its
     field: {"key": "<quota pk>:limits" or ":caps", "field": name, "message": text,
     "values": the values sent}."""
-    leases = selectors.leases(project.reservations.exclude(status__in=Reservation.FINAL))
-    return render(
-        request,
-        "rental/leases/project.html",
-        {
-            "quota_errors": quota_errors or {},
-            "may_manage": access.can_manage(request.user, project),
-            "is_admin": access.is_admin(request.user),
-            "max_lease_hours": settings.PORTAL_MAX_LEASE_HOURS,
-            "project": project,
-            "leases": leases,
-            "quota_use": selectors.project_quota_use(project),
-            "members": project.memberships.select_related("user").order_by(
-                "role", "user__username"
-            ),
-            "can_request": access.can_request_for(request.user, project),
-            "role": access.role_in(request.user, project),
-            "quota_requests": [
-                (asked, quota_requests.may_decide(request.user, asked))
-                for asked in QuotaRequest.objects.filter(project=project)
-                .select_related("gpu_model", "requested_by", "decided_by")
-                .order_by("-created_at")[:20]
-            ],
-        },
-        status=status,
+    context = project_context(request, project)
+    context["quota_errors"] = quota_errors or {}
+    return render(request, "rental/leases/project.html", context, status=status)
+
+
+def quota_decision_form(asked_pk: int, data: Any = None) -> DecisionForm:
+    """The comment of a decision on a quota change, one per request on the project page."""
+    return DecisionForm(
+        data, auto_id=f"quota-%s-{asked_pk}", placeholder=_("Comment (required to reject)")
     )
+
+
+def project_context(
+    request: HttpRequest,
+    project: Any,
+    *,
+    quota_request_form: QuotaRequestForm | None = None,
+    quota_decision_forms: dict[int, DecisionForm] | None = None,
+) -> dict[str, Any]:
+    """What the project page shows. A refused form is passed as it was sent: the quota
+    change asked (``quota_request_form``) or a decision on one (by the request's pk); a
+    request with a refused decision shows its form even once it is no longer pending,
+    so that the refusal says why."""
+    refused = quota_decision_forms or {}
+    asked_list = []
+    for asked in (
+        QuotaRequest.objects.filter(project=project)
+        .select_related("gpu_model", "requested_by", "decided_by")
+        .order_by("-created_at")[:20]
+    ):
+        may_decide = quota_requests.may_decide(request.user, asked)
+        form = refused.get(asked.pk)
+        if form is None and may_decide and asked.status == QuotaRequest.Status.PENDING:
+            form = quota_decision_form(asked.pk)
+        asked_list.append((asked, may_decide, form))
+    leases = selectors.leases(project.reservations.exclude(status__in=Reservation.FINAL))
+    return {
+        "quota_errors": {},
+        "may_manage": access.can_manage(request.user, project),
+        "is_admin": access.is_admin(request.user),
+        "max_lease_hours": settings.PORTAL_MAX_LEASE_HOURS,
+        "project": project,
+        "leases": leases,
+        "quota_use": selectors.project_quota_use(project),
+        "members": project.memberships.select_related("user").order_by("role", "user__username"),
+        "can_request": access.can_request_for(request.user, project),
+        "role": access.role_in(request.user, project),
+        "quota_request_form": quota_request_form or QuotaRequestForm(project=project),
+        "quota_requests": asked_list,
+    }
 
 
 # --- Dashboard panels ------------------------------------------------------------------

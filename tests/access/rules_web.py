@@ -5,7 +5,8 @@ ROLES order: engineer (alice, alpha), other_engineer (bob, beta), manager (alma,
 admin, finance, anonymous. Web pages send anonymous visitors to the login page (302);
 a page about an object outside the user's reach is 404. POST-only pages answer GET with
 405 (anonymous: 302). An empty POST by someone who may act is refused by validation or
-rule, or does the one thing the action means (302 back to the page).
+rule (the page again with the refusal inside its form: 400, or 409 for a rule), or does
+the one thing the action means (302 back to the page).
 """
 
 from tests.access import world as w
@@ -131,19 +132,19 @@ RULES: dict[str, Expect] = {
     ),
     "rental:lease_extend": Expect(
         get=POST_ONLY,
-        post=(302, 404, 302, 302, 404, 302),
+        post=(400, 404, 400, 400, 404, 302),  # the lease page again, the hours' field error
         kwargs=lease,
         outsider_kwargs=other_lease,
     ),
     "rental:lease_reschedule": Expect(
         get=POST_ONLY,
-        post=(302, 404, 302, 302, 404, 302),  # back to the lease, with the form's error
+        post=(400, 404, 400, 400, 404, 302),  # the lease page again, with the form's errors
         kwargs=lease,
         outsider_kwargs=other_lease,
     ),
     "rental:lease_extension_decide": Expect(
         get=POST_ONLY,
-        post=(404, 404, 302, 302, 404, 302),
+        post=(404, 404, 409, 409, 404, 302),  # no extension waits: said in the form
         kwargs=lease,
         outsider_kwargs=other_lease,
     ),
@@ -185,7 +186,7 @@ RULES: dict[str, Expect] = {
     ),
     "rental:lease_save_image": Expect(
         get=POST_ONLY,
-        post=(302, 404, 302, 302, 404, 302),
+        post=(400, 404, 400, 400, 404, 302),  # the lease page again: the name is missing
         kwargs=lease,
         outsider_kwargs=other_lease,
     ),
@@ -200,21 +201,21 @@ RULES: dict[str, Expect] = {
     ),
     "rental:lease_reject": Expect(
         get=POST_ONLY,
-        post=(404, 404, 302, 302, 404, 302),
+        post=(404, 404, 400, 400, 404, 302),  # a rejection says why: the comment's error
         kwargs=lease,
         outsider_kwargs=other_lease,
     ),
     # --- Capacity ---------------------------------------------------------------------------
     "rental:quota_request_new": Expect(
         get=POST_ONLY,
-        post=(302, 404, 302, 404, 404, 302),  # back to the project page, with the error
+        post=(400, 404, 400, 404, 404, 302),  # the project page again, with the form's errors
         note="Members of the project ask for a quota change; admins decide, they do not ask.",
         kwargs=project,
         outsider_kwargs=other_project,
     ),
     "rental:quota_request_decide": Expect(
         get=POST_ONLY,
-        post=(404, 404, 302, 302, 404, 302),
+        post=(404, 404, 400, 400, 404, 302),  # a rejection says why: the comment's error
         kwargs=quota_request,
         outsider_kwargs=other_quota_request,
     ),
@@ -279,7 +280,7 @@ RULES: dict[str, Expect] = {
     "billing:reports": Expect(get=MEMBERS_AND_SITE, kwargs=project, outsider_kwargs=other_project),
     "billing:budget_set": Expect(
         get=POST_ONLY,
-        post=(404, 404, 302, 302, 404, 302),
+        post=(404, 404, 400, 400, 404, 302),  # the project page again: the amount's error
         kwargs=project,
         outsider_kwargs=other_project,
     ),
@@ -291,13 +292,13 @@ RULES: dict[str, Expect] = {
     ),
     "billing:line_dispute": Expect(
         get=POST_ONLY,
-        post=(404, 404, 302, 302, 404, 302),
+        post=(404, 404, 400, 400, 404, 302),  # the statement page again: the comment's error
         kwargs=lambda world: {"pk": statement(world)[1].pk},
         outsider_kwargs=lambda world: {"pk": other_statement(world)[1].pk},
     ),
     "billing:dispute_answer": Expect(
         get=POST_ONLY,
-        post=(404, 404, 404, 302, 404, 302),
+        post=(404, 404, 404, 400, 404, 302),  # the statement page again: the answer's error
         kwargs=lambda world: {"pk": statement(world)[2].pk},
     ),
     "billing:finance": Expect(get=(404, 404, 404, 200, 200, 302)),

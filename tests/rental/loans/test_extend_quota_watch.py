@@ -90,7 +90,8 @@ def test_the_lease_page_extends(f0, lease, client):
     made = lease(f0.alpha, 1, at("09:00"), hours=2)
     client.force_login(f0.alice)
     response = client.post(reverse("rental:lease_extend", kwargs={"pk": made.pk}), {"hours": "x"})
-    assert response.status_code == 302
+    assert response.status_code == 400  # the lease page again, the error beside the hours
+    assert 'id="extend-hours_error"' in response.content.decode()
     assert fresh(made).end == made.end
     client.post(reverse("rental:lease_extend", kwargs={"pk": made.pk}), {"hours": "1"})
     assert fresh(made).end == made.end + timedelta(hours=1)
