@@ -435,3 +435,22 @@ def test_it_says_a_refusal_of_no_field_inside_the_form(world, client, case, htmx
     for name, value in sent.data.items():
         if name != "decision":
             assert value_of(input_named(form, name)) == value
+
+
+def test_the_language_switch_of_a_page_drawn_again_leads_back_to_the_page(world, client):
+    """A refused form's page is served at the address it posted to; switching language
+    there must go back to the page the form was on, not GET that address (a 405)."""
+    sent = CASES[0].form(world)
+    client.force_login(sent.user)
+    came_from = "http://testserver/leases/somewhere/"
+    response = client.post(sent.url, {**sent.data, "hours": ""}, HTTP_REFERER=came_from)
+    assert response.status_code == 400
+    switch = Page(response.content.decode()).by_id("language-switch")
+    nexts = [e.attrs["value"] for e in switch.walk() if e.attrs.get("name") == "next"]
+    assert nexts == [came_from]
+    # A page fetched as usual leads back to itself.
+    page = client.get("/leases/")
+    switch = Page(page.content.decode()).by_id("language-switch")
+    assert [e.attrs["value"] for e in switch.walk() if e.attrs.get("name") == "next"] == [
+        "/leases/"
+    ]
