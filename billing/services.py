@@ -16,7 +16,7 @@ from django.utils.translation import gettext_noop
 from billing import spend
 from billing.apportion import Line
 from billing.models import LineDispute, Statement, StatementLine
-from billing.money import CENT, RATE_PLACES
+from billing.money import AMOUNT_LIMIT, CENT, RATE_PLACES
 from billing.periods import period_end, period_start
 from billing.selectors import manual_lines
 from billing.statements import compute_period
@@ -335,11 +335,6 @@ def _open_statement(project: Project, now: datetime) -> Statement:
     if statement.status != Statement.Status.DRAFT:
         raise InvalidTransition(_("The open period is already closed."), code="period_closed")
     return statement
-
-
-# The amount columns hold 14 digits, two of them cents: what does not fit is refused on
-# the field, never stored (SQLite would store it, and every later read of it would fail).
-AMOUNT_LIMIT = Decimal(10) ** 12
 
 
 def parse_amount(value: Any, *, field: str = "amount") -> Decimal:

@@ -31,6 +31,7 @@ from billing.selectors import (
     spend_per_requester,
 )
 from billing.statements import compute_period
+from billing.thresholds import readable_thresholds
 from portal import access
 from portal.errors import DomainError
 from portal.models import Project
@@ -364,9 +365,13 @@ def statement_partial(request: HttpRequest, slug: str) -> HttpResponse:
     view = draft_statement(project_id=project.pk, now=now)
     budget = Budget.objects.filter(project=project).first()
     chart = None
+    thresholds, thresholds_problem = [], ""
     if budget is not None:
         current = budgets.standing(budget=budget.monthly_amount, actual=view.total, now=now)
         chart = budget_chart(current)
+        # Stored by an old version, the admin or an import, some may not read as thresholds:
+        # the form shows those that do and says what it left out, so a save replaces them.
+        thresholds, thresholds_problem = readable_thresholds(budget.thresholds)
     return render(
         request,
         "billing/_statement_lines.html",
@@ -375,6 +380,8 @@ def statement_partial(request: HttpRequest, slug: str) -> HttpResponse:
             "draft": view,
             "lines": list(zip(view.lines, linewords.words_for(view.lines), strict=True)),
             "budget": budget,
+            "thresholds": thresholds,
+            "thresholds_problem": thresholds_problem,
             "chart": chart,
             "can_manage": access.can_manage(request.user, project),
         },
