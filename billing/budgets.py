@@ -210,9 +210,14 @@ def set_budget(
     """A manager sets the project's monthly budget and its thresholds."""
     if not access.can_manage(actor, project):
         raise NotPermitted(_("Only the project's manager sets its budget."))
-    amount = parse_amount(monthly_amount, field="monthly_amount")
+    label = _("Monthly amount")
+    amount = parse_amount(monthly_amount, field="monthly_amount", label=label)
     if amount < 0:
-        raise InvalidInput(_("A budget is not negative."), field="monthly_amount")
+        raise InvalidInput(
+            _("%(field)s: %(problem)s")
+            % {"field": label, "problem": _("A budget is not negative.")},
+            field="monthly_amount",
+        )
     if cap_policy not in Budget.CapPolicy.values:
         raise InvalidInput(_("Choose a cap policy."), field="cap_policy")
 
