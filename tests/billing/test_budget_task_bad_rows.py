@@ -59,9 +59,7 @@ def store_thresholds(project, json_text: str) -> None:
 
 
 def fired_for(project) -> list[tuple[int, str]]:
-    return list(
-        BudgetAlert.objects.filter(budget__project=project).values_list("percent", "kind")
-    )
+    return list(BudgetAlert.objects.filter(budget__project=project).values_list("percent", "kind"))
 
 
 @pytest.mark.parametrize(("stored", "says"), MALFORMED)
