@@ -4,7 +4,6 @@ budgets are editable, with their thresholds checked as field errors."""
 
 from typing import Any
 
-from django import forms
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -13,6 +12,7 @@ from django.utils.translation import gettext_lazy as _
 from billing.models import Budget, BudgetAlert, Statement, StatementLine
 from billing.thresholds import clean_thresholds, readable_thresholds
 from portal.admin import ReadOnlyAdmin
+from portal.numbers import NonNegativeNumbersForm
 
 
 class StatementLineInline(admin.TabularInline):
@@ -65,7 +65,7 @@ class StatementAdmin(ReadOnlyAdmin):
         return f"{obj.period:%Y-%m}"
 
 
-class BudgetForm(forms.ModelForm):
+class BudgetForm(NonNegativeNumbersForm):
     class Meta:
         model = Budget
         fields = ["project", "monthly_amount", "thresholds", "cap_policy"]

@@ -12,6 +12,8 @@ number means.
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from django import forms
+from django.core.validators import MinValueValidator
 from django.utils.translation import gettext as _
 
 from portal.errors import InvalidInput
@@ -79,3 +81,19 @@ def decimal_number(
     if number != number.quantize(Decimal(1).scaleb(-places)):
         raise InvalidInput(refusal, field=field)
     return number.quantize(Decimal(1).scaleb(-places))
+
+
+class NonNegativeNumbersForm(forms.ModelForm):
+    """A model form (the admin's) whose every number field refuses a value below zero on
+    the field. No number an admin edits means anything below zero (a price, an amount,
+    a count of GPUs or GB), and a column's check constraint would otherwise answer on
+    the whole form, naming the constraint, or not at all where it has none."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for field in self.fields.values():
+            numeric = isinstance(field, forms.IntegerField | forms.DecimalField)
+            if numeric and (field.min_value is None or field.min_value < 0):
+                field.min_value = 0
+                field.validators.append(MinValueValidator(0))
+                field.widget.attrs["min"] = 0

@@ -14,6 +14,7 @@ from rental.loans import admission
 from rental.models import (
     AvailabilityWatch,
     DataVolume,
+    GpuModel,
     Offering,
     Pool,
     Quota,
@@ -34,6 +35,7 @@ BAD = {
 }
 WATCHED = [
     Reservation,
+    GpuModel,
     AvailabilityWatch,
     Quota,
     QuotaRequest,
