@@ -142,7 +142,7 @@ def quota_request_new(request: HttpRequest, slug: str) -> HttpResponse:
         Quota.objects.filter(project=project, gpu_model_id=int(asked_model))
         .values_list("gpu_model", flat=True)
         .first()
-        if asked_model.isascii() and asked_model.isdigit()
+        if asked_model.isascii() and asked_model.isdigit() and len(asked_model) <= 18
         else None
     )
     error = None

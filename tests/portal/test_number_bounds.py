@@ -278,3 +278,61 @@ def test_the_error_is_in_the_persons_language(client, world, name, field):
     )
     said = shown(form, field, response)
     assert any("\u4e00" <= char <= "\u9fff" for char in said), said
+
+
+# Numbers typed into an address or a select (a page, a week, a month, an id): the page
+# or the API's 400, never a 500.
+TYPED = ["9999-12-31", "0001-01-01", "1" + "0" * 26, "-1", "abc", "²", "\u202e1", "1" * 100_000]
+
+
+@pytest.mark.parametrize("value", TYPED)
+def test_a_bad_number_in_an_address_is_answered(client, world, value):
+    client.force_login(world.admin)
+    asked = [
+        (reverse("rental:pool", args=[world.pool.pk]), "week"),
+        (reverse("audit_log"), "since"),
+        (reverse("audit_log"), "until"),
+        (reverse("audit_log"), "object_id"),
+        (reverse("audit_log"), "page"),
+        (reverse("rental:leases"), "page"),
+        (reverse("rental:approvals"), "page"),
+        (reverse("billing:finance"), "period"),
+        (reverse("billing:statement", args=[world.alpha.slug]), "period"),
+        (reverse("rental:lease_new"), "project"),
+        ("/api/v1/leases", "page"),
+        ("/api/v1/leases", "page_size"),
+        ("/api/v1/leases", "gpu_model"),
+        ("/api/v1/usage", "since"),
+        ("/api/v1/audit-events", "object_id"),
+        (f"/api/v1/pools/{world.pool.pk}/week", "start"),
+        ("/api/v1/statements", "period"),
+    ]
+    answered = {(url, name): client.get(url, {name: value}).status_code for url, name in asked}
+    assert {key: status for key, status in answered.items() if status >= 500} == {}
+
+
+@pytest.mark.parametrize("value", ["²", "9" * 5000, "1" * 100_000])
+def test_a_bad_id_in_a_select_is_a_refusal(client, world, value):
+    client.force_login(world.alice)
+    before = written()
+    asked = client.post(
+        reverse("rental:quota_request_new", args=[world.alpha.slug]),
+        {"gpu_model": value, "ceiling": "7", "reason": "more"},
+        follow=True,
+    )
+    assert "GPU models" in " ".join(str(m) for m in asked.context["messages"])
+    request = client.post(
+        reverse("rental:lease_new"),
+        {
+            "project": world.alpha.pk,
+            "gpu_model": world.model.pk,
+            "gpu_count": "1",
+            "duration_hours": "2",
+            "priority": "experiment",
+            "market": "on_demand",
+            "data_volume": value,
+        },
+    )
+    assert request.status_code == 400
+    assert request.context["form"].errors["data_volume"]
+    assert written() == before
