@@ -10,7 +10,9 @@ import pytest
 from django.urls import reverse
 
 from billing.models import Budget
-from rental.models import AvailabilityWatch, DataVolume, Quota, QuotaRequest
+from portal.errors import InvalidInput
+from rental.catalog import exchange
+from rental.models import AvailabilityWatch, DataVolume, ExchangeRate, Quota, QuotaRequest
 from tests.bad_numbers import BAD, build, written
 
 NONE = frozenset()
@@ -174,3 +176,29 @@ def test_the_error_is_in_the_persons_language(world, client, label, field):
     )
     said = " ".join(answer.context["adminform"].form.errors.get(field, []))
     assert any("\u4e00" <= char <= "\u9fff" for char in said), said
+
+
+@pytest.mark.parametrize("kind", [*BAD, "zero"])
+def test_a_bad_exchange_rate_is_refused_on_its_field_and_nothing_is_written(world, client, kind):
+    client.force_login(world.admin)
+    before = ExchangeRate.objects.count()
+    answer = client.post(
+        reverse("admin:rental_exchangerate_add"),
+        {
+            "currency": "CNY",
+            "units_per_billing_unit": "0" if kind == "zero" else BAD[kind],
+            "valid_from_0": "2026-01-01",
+            "valid_from_1": "00:00:00",
+            "source": "bank",
+        },
+    )
+    assert answer.status_code == 200
+    assert answer.context["adminform"].form.errors.get("units_per_billing_unit")
+    assert ExchangeRate.objects.count() == before
+
+
+@pytest.mark.parametrize("typed", ["1e30", "1" + "0" * 26, "0.000000001", "-7.25"])
+def test_a_rates_file_value_out_of_the_column_is_refused_not_a_crash(typed):
+    with pytest.raises(InvalidInput) as refused:
+        exchange.parse_rate(typed)
+    assert refused.value.field == "units_per_billing_unit"
