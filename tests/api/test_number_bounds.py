@@ -274,7 +274,7 @@ def test_the_valid_body_is_accepted(world, name):
 @pytest.mark.parametrize(("name", "field"), list(FIELDS))
 def test_a_bad_number_is_a_400_on_its_field_and_nothing_is_written(world, name, field, kind):
     if kind in FIELDS[name, field]:
-        pytest.skip(f"{kind} means none for {field}")
+        pytest.skip(f"{kind} is a valid {field}")
     write = find(world, name)
     before = written()
     answer = send(world, write, with_value(write.body, field, JSON_BAD[kind]))

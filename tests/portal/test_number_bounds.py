@@ -38,7 +38,7 @@ FIELDS: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
     ("offering prices", "on_demand_price_per_hour"): ("", NONE),
     ("offering prices", "spot_price_per_hour"): ("", EMPTY_IS_NONE),
     ("budget", "monthly_amount"): ("Monthly amount", NONE),
-    ("budget", "threshold"): ("threshold", EMPTY_IS_NONE),
+    ("budget", "thresholds"): ("threshold", EMPTY_IS_NONE),
     ("dispute answer", "amount"): ("Amount", NONE),
     ("API token", "days"): ("", NONE),
 }
@@ -164,7 +164,7 @@ def forms(w) -> list[Form]:
             "budget",
             "alpha_manager",
             reverse("billing:budget_set", args=[slug]),
-            {"monthly_amount": "750.00", "threshold": "80:actual", "cap_policy": "refuse_new"},
+            {"monthly_amount": "750.00", "thresholds": "80:actual", "cap_policy": "refuse_new"},
             "messages",
             project_page,
         ),

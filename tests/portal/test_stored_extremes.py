@@ -270,7 +270,7 @@ def test_the_edit_forms_save_a_valid_value_over_an_extreme_one(client, extremes)
         ),
         client.post(
             reverse("billing:budget_set", args=[f0.beta.slug]),
-            {"monthly_amount": "500.00", "threshold": ["80:actual"]},
+            {"monthly_amount": "500.00", "thresholds": ["80:actual"]},
         ),
     ]
     assert [answer.status_code for answer in saved] == [302] * len(saved)
@@ -310,7 +310,7 @@ def test_the_budget_form_says_what_it_left_out_and_a_save_replaces_it(client, ex
     assert 'id="budget-thresholds-problem"' in page and "percent" in page
     answer = client.post(
         reverse("billing:budget_set", args=[f0.alpha.slug]),
-        {"monthly_amount": "100.00", "threshold": ["80:actual", "100:forecast"]},
+        {"monthly_amount": "100.00", "thresholds": ["80:actual", "100:forecast"]},
     )
     assert answer.status_code == 302
     assert Budget.objects.get(project=f0.alpha).thresholds == [
