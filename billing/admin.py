@@ -2,17 +2,17 @@
 edited by hand (corrections are adjustment lines, rule P2), so they are read-only here;
 budgets are editable, with their thresholds checked as field errors."""
 
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from django import forms
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
 from billing.models import Budget, BudgetAlert, Statement, StatementLine
+from billing.thresholds import clean_thresholds, readable_thresholds
 from portal.admin import ReadOnlyAdmin
+from portal.numbers import NonNegativeNumbersForm
 
 
 class StatementLineInline(admin.TabularInline):
@@ -65,39 +65,14 @@ class StatementAdmin(ReadOnlyAdmin):
         return f"{obj.period:%Y-%m}"
 
 
-class BudgetForm(forms.ModelForm):
+class BudgetForm(NonNegativeNumbersForm):
     class Meta:
         model = Budget
         fields = ["project", "monthly_amount", "thresholds", "cap_policy"]
 
     def clean_thresholds(self) -> list[dict[str, Any]]:
         """A list of {"percent": 1-1000, "kind": "actual" | "forecast"}, each pair once."""
-        value = self.cleaned_data["thresholds"]
-        if not isinstance(value, list):
-            raise forms.ValidationError(_("Enter a list of thresholds."))
-        cleaned: list[dict[str, Any]] = []
-        for item in value:
-            if not isinstance(item, dict) or set(item) != {"percent", "kind"}:
-                raise forms.ValidationError(
-                    _('Each threshold is {"percent": 80, "kind": "actual"}.'), code="shape"
-                )
-            try:
-                percent = Decimal(str(item["percent"]))
-            except InvalidOperation:
-                percent = Decimal(-1)
-            if percent != percent.to_integral_value() or not 1 <= percent <= 1000:
-                raise forms.ValidationError(
-                    _("A threshold's percent is a whole number from 1 to 1000."), code="percent"
-                )
-            if item["kind"] not in BudgetAlert.Kind.values:
-                raise forms.ValidationError(
-                    _("A threshold's kind is “actual” or “forecast”."), code="kind"
-                )
-            threshold = {"percent": int(percent), "kind": item["kind"]}
-            if threshold in cleaned:
-                raise forms.ValidationError(_("A threshold is listed twice."), code="duplicate")
-            cleaned.append(threshold)
-        return sorted(cleaned, key=lambda item: (item["kind"], item["percent"]))
+        return clean_thresholds(self.cleaned_data["thresholds"])
 
 
 @admin.register(Budget)
@@ -111,11 +86,9 @@ class BudgetAdmin(admin.ModelAdmin):
 
     @admin.display(description=_("thresholds"))
     def threshold_list(self, obj: Budget) -> str:
-        return ", ".join(
-            f"{item.get('percent')}% {item.get('kind')}"
-            for item in obj.thresholds
-            if isinstance(item, dict)
-        )
+        kept, problem = readable_thresholds(obj.thresholds)
+        shown = ", ".join(f"{item['percent']}% {item['kind']}" for item in kept)
+        return f"{shown} ({problem})" if problem else shown
 
 
 @admin.register(BudgetAlert)

@@ -2,29 +2,34 @@
 threshold fires at most once a period; at 100 % actual the cap (billing.admission)
 refuses new burst, spot and booked leases, and ``stop_burst`` ends the running ones."""
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
-from billing.admin import BudgetForm
 from billing.models import Budget, BudgetAlert
+from billing.money import AMOUNT_LIMIT
 from billing.periods import period_end, period_start, whole_seconds
 from billing.selectors import month_to_date
 from billing.services import SOURCE, parse_amount
+from billing.thresholds import clean_thresholds, readable_thresholds
 from portal import access, audit, notifications
 from portal.errors import InvalidInput, NotPermitted
 from portal.models import Project
 from portal.phrases import Phrase
 from rental.loans.ending import end_reservation
 from rental.models import Reservation, TerminationReason, Tier
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,11 @@ def crossed_thresholds(
 
 def evaluate_budgets(*, now: datetime | None = None) -> list[BudgetAlert]:
     """The hourly task's work: fire each crossed threshold once per period (BU1) and, for a
-    budget at its cap with policy ``stop_burst``, end its running burst leases (BU3)."""
+    budget at its cap with policy ``stop_burst``, end its running burst leases (BU3).
+
+    A budget that cannot be evaluated (thresholds stored malformed by an old version, the
+    admin or an import; a spend too large for an alert's column) is skipped with a warning
+    naming its project and the fault, and the other budgets are evaluated all the same."""
     now = now or timezone.now()
     budgets = list(Budget.objects.select_related("project").filter(project__is_active=True))
     if not budgets:
@@ -100,13 +109,30 @@ def evaluate_budgets(*, now: datetime | None = None) -> list[BudgetAlert]:
             actual=spend.get(budget.project_id, Decimal("0.00")),
             now=now,
         )
-        for percent, kind, value in crossed_thresholds(budget.thresholds, current):
+        fault = _fault(budget, current)
+        if fault:
+            log.warning("budget of project %s skipped: %s", budget.project.slug, fault)
+            continue
+        thresholds, _problem = readable_thresholds(budget.thresholds)
+        for percent, kind, value in crossed_thresholds(thresholds, current):
             alert = _fire(budget, period=period, percent=percent, kind=kind, value=value, now=now)
             if alert is not None:
                 fired.append(alert)
         if current.capped and budget.cap_policy == Budget.CapPolicy.STOP_BURST:
             _stop_burst(budget, now=now)
     return fired
+
+
+def _fault(budget: Budget, current: BudgetStanding) -> str:
+    """Why ``budget`` cannot be evaluated now, in the operators' words; "" when it can."""
+    with translation.override("en"):
+        _kept, problem = readable_thresholds(budget.thresholds)
+        if problem:
+            return f"its thresholds are malformed ({problem})"
+    for name, value in (("actual", current.actual), ("forecast", current.forecast)):
+        if value is not None and abs(value) >= AMOUNT_LIMIT:
+            return f"its {name} spend {value} is too large for an alert (at most 14 digits)"
+    return ""
 
 
 # A threshold's kind as a word in a sentence ("forecast spend passed 80 %").
@@ -184,20 +210,21 @@ def set_budget(
     """A manager sets the project's monthly budget and its thresholds."""
     if not access.can_manage(actor, project):
         raise NotPermitted(_("Only the project's manager sets its budget."))
-    amount = parse_amount(monthly_amount, field="monthly_amount")
+    label = _("Monthly amount")
+    amount = parse_amount(monthly_amount, field="monthly_amount", label=label)
     if amount < 0:
-        raise InvalidInput(_("A budget is not negative."), field="monthly_amount")
+        raise InvalidInput(
+            _("%(field)s: %(problem)s")
+            % {"field": label, "problem": _("A budget is not negative.")},
+            field="monthly_amount",
+        )
     if cap_policy not in Budget.CapPolicy.values:
         raise InvalidInput(_("Choose a cap policy."), field="cap_policy")
 
-    form = BudgetForm()
-    form.cleaned_data = {"thresholds": thresholds}
     try:
-        cleaned = form.clean_thresholds()
-    except Exception as invalid:  # a ValidationError with the message a person reads
-        raise InvalidInput(
-            " ".join(getattr(invalid, "messages", [str(invalid)])), field="thresholds"
-        ) from None
+        cleaned = clean_thresholds(thresholds)
+    except ValidationError as invalid:
+        raise InvalidInput(" ".join(invalid.messages), field="thresholds") from None
     budget = Budget.objects.select_for_update().filter(project=project).first()
     before = (
         {"monthly_amount": budget.monthly_amount, "thresholds": budget.thresholds} if budget else {}

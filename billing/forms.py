@@ -9,6 +9,7 @@ from django.utils.datastructures import MultiValueDict
 from django.utils.translation import gettext_lazy as _
 
 from billing.models import Budget
+from billing.thresholds import readable_thresholds
 from portal.text import COMMENT_LENGTH, PlainTextForm
 
 
@@ -57,7 +58,11 @@ class BudgetForm(PlainTextForm):
                 "initial",
                 {
                     "monthly_amount": budget.monthly_amount,
-                    "thresholds": [f"{t['percent']}:{t['kind']}" for t in budget.thresholds],
+                    # What reads as thresholds (the page says what it left out).
+                    "thresholds": [
+                        f"{t['percent']}:{t['kind']}"
+                        for t in readable_thresholds(budget.thresholds)[0]
+                    ],
                     "cap_policy": budget.cap_policy,
                 },
             )

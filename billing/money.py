@@ -6,6 +6,9 @@ from decimal import ROUND_FLOOR, ROUND_HALF_UP, Decimal
 CENT = Decimal("0.01")
 RATE_PLACES = Decimal("0.000001")
 SECONDS_PER_HOUR = Decimal(3600)
+# The amount columns hold 14 digits, two of them cents: what does not fit is refused on
+# the field, never stored (SQLite would store it, and every later read of it would fail).
+AMOUNT_LIMIT = Decimal(10) ** 12
 
 
 def quantize(amount: Decimal) -> Decimal:

@@ -184,10 +184,13 @@ def best_commitment(
     ``seconds_at_level`` maps a number of GPUs running at once to how many seconds of the
     span ran at that level. Committing K costs K × the monthly price for the span (per
     second of a 730-hour month); GPUs above K are metered at ``metered_rate``. Ties go to
-    the smaller K."""
+    the smaller K. K runs from 0 to the most GPUs that ran at once, at most ``capacity``:
+    a K above that adds committed cost and saves nothing, and a table of every K up to a
+    pool of a million GPUs would be a page nobody can load."""
     options = []
     span_months = Decimal(span_seconds) / (HOURS_PER_MONTH * SECONDS_PER_HOUR)
-    for k in range(capacity + 1):
+    highest = max((level for level, seconds in seconds_at_level.items() if seconds), default=0)
+    for k in range(min(capacity, highest) + 1):
         above = sum(
             (level - k) * seconds for level, seconds in seconds_at_level.items() if level > k
         )

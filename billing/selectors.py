@@ -26,6 +26,7 @@ from billing.periods import (  # noqa: F401  (the public names of billed time li
     whole_seconds,
 )
 from billing.statements import compute_period
+from billing.thresholds import readable_thresholds
 from rental import billing_reads
 from rental.models import GpuModel
 
@@ -325,10 +326,7 @@ def budget_settings(*, project_id: int) -> dict[str, Any] | None:
     return {
         "monthly_amount": budget.monthly_amount,
         "cap_policy": budget.cap_policy,
-        "thresholds": sorted(
-            ({"percent": int(t["percent"]), "kind": t["kind"]} for t in budget.thresholds),
-            key=lambda item: (item["kind"], item["percent"]),
-        ),
+        "thresholds": readable_thresholds(budget.thresholds)[0],
     }
 
 

@@ -16,7 +16,7 @@ from django.utils.translation import gettext_noop
 from billing import spend
 from billing.apportion import Line
 from billing.models import LineDispute, Statement, StatementLine
-from billing.money import CENT, RATE_PLACES
+from billing.money import AMOUNT_LIMIT, CENT, RATE_PLACES
 from billing.periods import period_end, period_start
 from billing.selectors import manual_lines
 from billing.statements import compute_period
@@ -337,22 +337,24 @@ def _open_statement(project: Project, now: datetime) -> Statement:
     return statement
 
 
-# The amount columns hold 14 digits, two of them cents: what does not fit is refused on
-# the field, never stored (SQLite would store it, and every later read of it would fail).
-AMOUNT_LIMIT = Decimal(10) ** 12
+def parse_amount(value: Any, *, field: str = "amount", label: object = "") -> Decimal:
+    """``value`` as an amount in whole cents below 10^12 (the amount columns' 14 digits)
+    either side of zero, or InvalidInput on ``field``; the message starts with ``label``
+    when given, for a page that shows it away from the field."""
 
+    def refused(message: str) -> InvalidInput:
+        if label:
+            message = _("%(field)s: %(problem)s") % {"field": label, "problem": message}
+        return InvalidInput(message, field=field)
 
-def parse_amount(value: Any, *, field: str = "amount") -> Decimal:
     try:
         amount = Decimal(str(value).strip())
     except (InvalidOperation, ValueError):
-        raise InvalidInput(_("Enter an amount such as 12.50."), field=field) from None
+        raise refused(_("Enter an amount such as 12.50.")) from None
     if not amount.is_finite() or abs(amount) >= AMOUNT_LIMIT:
-        raise InvalidInput(
-            _("Enter an amount below 1,000,000,000,000, such as 12.50."), field=field
-        )
+        raise refused(_("Enter an amount below 1,000,000,000,000, such as 12.50."))
     if amount.quantize(Decimal("0.01")) != amount:
-        raise InvalidInput(_("Enter an amount in whole cents, such as 12.50."), field=field)
+        raise refused(_("Enter an amount in whole cents, such as 12.50."))
     return amount
 
 
@@ -402,7 +404,7 @@ def _correct(
     _require_admin(actor)
     if kind not in ("adjustment", "credit"):
         raise InvalidInput(_("A correction is an adjustment or a credit."), field="kind")
-    value = parse_amount(amount)
+    value = parse_amount(amount, label=_("Amount"))
     if kind == "credit":
         if value <= 0:
             raise InvalidInput(_("A credit is a positive amount given back."), field="amount")

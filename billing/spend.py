@@ -25,6 +25,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from billing.models import SpendSnapshot
+from billing.money import AMOUNT_LIMIT
 from billing.periods import period_start
 from billing.selectors import month_to_date
 from portal.models import Project
@@ -34,20 +35,20 @@ log = logging.getLogger(__name__)
 
 def refresh(*, now: datetime | None = None) -> int:
     """Recompute every active project's month-to-date spend (one full computation) and
-    store it. Returns the number of rows written."""
+    store it. Returns the number of rows written. A spend too large for the column (prices
+    or counts stored at their columns' edge) is not written but reported; that project's
+    cap then computes its spend in full, and the other projects' rows are written."""
     now = now or timezone.now()
     period = period_start(now).date()
-    project_ids = list(Project.objects.filter(is_active=True).values_list("pk", flat=True))
-    totals = month_to_date(project_ids=project_ids, now=now)
-    rows = [
-        SpendSnapshot(
-            project_id=project_id,
-            period=period,
-            amount=totals.get(project_id, Decimal("0.00")),
-            as_of=now,
-        )
-        for project_id in project_ids
-    ]
+    projects = dict(Project.objects.filter(is_active=True).values_list("pk", "slug"))
+    totals = month_to_date(project_ids=list(projects), now=now)
+    rows = []
+    for project_id, slug in projects.items():
+        amount = totals.get(project_id, Decimal("0.00"))
+        if abs(amount) >= AMOUNT_LIMIT:
+            log.warning("spend of project %s not kept: %s has more than 14 digits", slug, amount)
+            continue
+        rows.append(SpendSnapshot(project_id=project_id, period=period, amount=amount, as_of=now))
     with transaction.atomic():
         SpendSnapshot.objects.bulk_create(
             rows,

@@ -32,6 +32,7 @@ from billing.selectors import (
     spend_per_requester,
 )
 from billing.statements import compute_period
+from billing.thresholds import readable_thresholds
 from portal import access
 from portal.errors import DomainError, form_again, put_on_form
 from portal.models import Project
@@ -475,15 +476,20 @@ def _spend_context(
     view = draft_statement(project_id=project.pk, now=now)
     budget = Budget.objects.filter(project=project).first()
     chart = None
+    thresholds_problem = ""
     if budget is not None:
         current = budgets.standing(budget=budget.monthly_amount, actual=view.total, now=now)
         chart = budget_chart(current)
+        # Stored by an old version, the admin or an import, some may not read as thresholds:
+        # the form shows those that do and says what it left out, so a save replaces them.
+        thresholds_problem = readable_thresholds(budget.thresholds)[1]
     return {
         "project": project,
         "draft": view,
         "lines": list(zip(view.lines, linewords.words_for(view.lines), strict=True)),
         "budget": budget,
         "budget_form": budget_form or BudgetForm(budget=budget),
+        "thresholds_problem": thresholds_problem,
         "chart": chart,
         "can_manage": access.can_manage(request.user, project),
     }

@@ -12,6 +12,8 @@ number means.
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from django import forms
+from django.core.validators import MinValueValidator
 from django.utils.translation import gettext as _
 
 from portal.errors import InvalidInput
@@ -26,13 +28,22 @@ def _typed(value: Any) -> str:
     return str(value).strip() if value is not None else ""
 
 
-def whole_number(value: Any, *, field: str, maximum: int, minimum: int = 0) -> int:
-    """``value`` as an int from ``minimum`` to ``maximum``, or InvalidInput on ``field``."""
+def _named(refusal: str, label: object) -> str:
+    """The refusal, after the field's name where the page shows it away from the field."""
+    return _("%(field)s: %(problem)s") % {"field": label, "problem": refusal} if label else refusal
+
+
+def whole_number(
+    value: Any, *, field: str, maximum: int, minimum: int = 0, label: object = ""
+) -> int:
+    """``value`` as an int from ``minimum`` to ``maximum``, or InvalidInput on ``field``;
+    its message starts with ``label`` when given (as ``portal.text.plain_text``'s)."""
     text = _typed(value)
-    refusal = _("Enter a whole number from %(min)s to %(max)s.") % {
-        "min": f"{minimum:,}",
-        "max": f"{maximum:,}",
-    }
+    refusal = _named(
+        _("Enter a whole number from %(min)s to %(max)s.")
+        % {"min": f"{minimum:,}", "max": f"{maximum:,}"},
+        label,
+    )
     if not text or len(text) > MAX_DIGITS_TYPED:
         raise InvalidInput(refusal, field=field)
     try:
@@ -46,16 +57,19 @@ def whole_number(value: Any, *, field: str, maximum: int, minimum: int = 0) -> i
     return int(number)
 
 
-def decimal_number(value: Any, *, field: str, places: int, below: Decimal) -> Decimal:
+def decimal_number(
+    value: Any, *, field: str, places: int, below: Decimal, label: object = ""
+) -> Decimal:
     """``value`` as a Decimal from 0 up to (not including) ``below`` with at most
     ``places`` decimal places, or InvalidInput on ``field``. ``below`` is what the column
     holds (10⁶ for 12 digits with six decimals)."""
     text = _typed(value)
     most = below - Decimal(1).scaleb(-places)
-    refusal = _("Enter a number from 0 to %(max)s with at most %(places)s decimal places.") % {
-        "max": f"{most:,}",
-        "places": places,
-    }
+    refusal = _named(
+        _("Enter a number from 0 to %(max)s with at most %(places)s decimal places.")
+        % {"max": f"{most:,}", "places": places},
+        label,
+    )
     if not text or len(text) > MAX_DIGITS_TYPED:
         raise InvalidInput(refusal, field=field)
     try:
@@ -67,3 +81,19 @@ def decimal_number(value: Any, *, field: str, places: int, below: Decimal) -> De
     if number != number.quantize(Decimal(1).scaleb(-places)):
         raise InvalidInput(refusal, field=field)
     return number.quantize(Decimal(1).scaleb(-places))
+
+
+class NonNegativeNumbersForm(forms.ModelForm):
+    """A model form (the admin's) whose every number field refuses a value below zero on
+    the field. No number an admin edits means anything below zero (a price, an amount,
+    a count of GPUs or GB), and a column's check constraint would otherwise answer on
+    the whole form, naming the constraint, or not at all where it has none."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for field in self.fields.values():
+            numeric = isinstance(field, forms.IntegerField | forms.DecimalField)
+            if numeric and (field.min_value is None or field.min_value < 0):
+                field.min_value = 0
+                field.validators.append(MinValueValidator(0))
+                field.widget.attrs["min"] = 0

@@ -97,10 +97,13 @@ def decimal(value: Any, path: str, *, places: int, below: Decimal = Decimal(10) 
         number = Decimal(str(value))
     except InvalidOperation:
         raise fail(path, _("must be a number")) from None
+    # Rounded first: 999999999999.995 rounds to 10^12, which the column cannot hold.
+    if number.is_finite() and 0 <= number < below:
+        number = number.quantize(Decimal(1).scaleb(-places))
     if not number.is_finite() or number < 0 or number >= below:
         most = below - Decimal(1).scaleb(-places)
         raise fail(path, _("must be a number from 0 to %(max)s") % {"max": f"{most:,}"})
-    return number.quantize(Decimal(1).scaleb(-places))
+    return number
 
 
 def text(value: Any, path: str, *, max_length: int = 120) -> str:

@@ -291,7 +291,7 @@ class LeaseRequestForm(PlainTextForm):
             DataVolume.objects.filter(project__in=self.projects, pk=value)
             .exclude(state=DataVolume.State.DELETED)
             .first()
-            if value.isdigit() and len(value) <= 18
+            if value.isascii() and value.isdigit() and len(value) <= 18
             else None
         )
         if found is None:

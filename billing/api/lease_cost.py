@@ -23,9 +23,11 @@ HOUR = Decimal(3600)
 class LeaseCostSerializer(serializers.Serializer):
     lease = serializers.IntegerField()
     gpu_seconds = serializers.IntegerField(help_text="Billed GPU-seconds so far.")
-    gpu_hours = serializers.DecimalField(max_digits=14, decimal_places=2)
+    # No max_digits: computed figures, wider than a column when prices and counts are
+    # stored at their columns' edge.
+    gpu_hours = serializers.DecimalField(max_digits=None, decimal_places=2)
     cost = serializers.DecimalField(
-        max_digits=14, decimal_places=2, help_text="In the billing currency."
+        max_digits=None, decimal_places=2, help_text="In the billing currency."
     )
     currency = serializers.CharField()
     final = serializers.BooleanField(help_text="The lease has ended: this is its final cost.")

@@ -81,9 +81,11 @@ class LineSerializer(serializers.Serializer):
     gpu_model = serializers.CharField(allow_blank=True)
     market = serializers.CharField(allow_blank=True)
     tier = serializers.CharField(allow_blank=True)
-    quantity = serializers.DecimalField(max_digits=16, decimal_places=6, help_text="GPU-hours.")
-    unit_price = serializers.DecimalField(max_digits=12, decimal_places=6)
-    amount = serializers.DecimalField(max_digits=14, decimal_places=2)
+    # No max_digits: an open period's lines are computed, not read from their columns,
+    # and prices and counts stored at their columns' edge make figures wider than those.
+    quantity = serializers.DecimalField(max_digits=None, decimal_places=6, help_text="GPU-hours.")
+    unit_price = serializers.DecimalField(max_digits=None, decimal_places=6)
+    amount = serializers.DecimalField(max_digits=None, decimal_places=2)
     description = serializers.CharField()
     disputes = DisputeSerializer(many=True)
 
@@ -133,7 +135,7 @@ class StatementDetailSerializer(serializers.Serializer):
     period = serializers.CharField()
     status = serializers.ChoiceField(choices=Statement.Status.choices)
     currency = serializers.CharField()
-    total = serializers.DecimalField(max_digits=14, decimal_places=2)
+    total = serializers.DecimalField(max_digits=None, decimal_places=2)
     closed_at = serializers.DateTimeField(allow_null=True)
     decided_by = serializers.CharField(allow_null=True)
     decided_at = serializers.DateTimeField(allow_null=True)

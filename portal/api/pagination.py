@@ -8,6 +8,8 @@ from django.utils.translation import gettext as _
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import PageNumberPagination
 
+from portal.numbers import MAX_DIGITS_TYPED
+
 
 class PortalPagination(PageNumberPagination):
     page_size = 50
@@ -18,7 +20,10 @@ class PortalPagination(PageNumberPagination):
         asked = request.query_params.get(self.page_size_query_param)
         if asked is None:
             return self.page_size
-        if not asked.isdigit() or int(asked) < 1:
+        # ASCII digits only ("²" is a digit to Python, not to int()), and few enough of
+        # them for int(): any number past the most is the most.
+        plain = asked.isascii() and asked.isdigit() and len(asked) <= MAX_DIGITS_TYPED
+        if not plain or int(asked) < 1:
             raise ValidationError(
                 {
                     self.page_size_query_param: [

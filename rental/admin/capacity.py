@@ -19,11 +19,12 @@ from django.utils.translation import gettext_lazy as _
 
 from portal.errors import InvalidInput
 from portal.models import AuditEvent
+from portal.numbers import NonNegativeNumbersForm
 from rental.loans import pools, quotas
 from rental.models import AvailabilityWatch, Pool, Quota, QuotaRequest
 
 
-class PoolAdminForm(forms.ModelForm):
+class PoolAdminForm(NonNegativeNumbersForm):
     """Checks a changed pool's settings against Q1 as field errors before
     ``pools.configure_pool`` saves them."""
 
@@ -120,7 +121,7 @@ def _guaranteed_total(pool: Pool) -> int:
     )["total"]
 
 
-class QuotaAdminForm(forms.ModelForm):
+class QuotaAdminForm(NonNegativeNumbersForm):
     """Checks rule Q1 as field errors before ``quotas.set_quota`` saves."""
 
     class Meta:
@@ -201,6 +202,7 @@ class QuotaAdmin(admin.ModelAdmin):
 
 @admin.register(QuotaRequest)
 class QuotaRequestAdmin(admin.ModelAdmin):
+    form = NonNegativeNumbersForm
     list_display = [
         "project",
         "gpu_model",
@@ -223,6 +225,7 @@ class QuotaRequestAdmin(admin.ModelAdmin):
 
 @admin.register(AvailabilityWatch)
 class AvailabilityWatchAdmin(admin.ModelAdmin):
+    form = NonNegativeNumbersForm
     list_display = ["user", "gpu_model", "count", "created_at", "notified_at"]
     list_filter = ["gpu_model", ("notified_at", admin.EmptyFieldListFilter)]
     search_fields = ["user__username", "user__email"]

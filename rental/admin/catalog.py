@@ -27,6 +27,8 @@ from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
 from portal.models import AuditEvent
+from portal.numbers import NonNegativeNumbersForm
+from portal.text import text_problem
 from rental.catalog import accounts
 from rental.models import GpuModel, Image, Offering, ProviderAccount
 
@@ -127,6 +129,7 @@ class ProviderAccountForm(forms.ModelForm):
 
 @admin.register(GpuModel)
 class GpuModelAdmin(admin.ModelAdmin):
+    form = NonNegativeNumbersForm
     list_display = [
         "name",
         "vendor",
@@ -296,8 +299,26 @@ class ProviderAccountAdmin(admin.ModelAdmin):
             )
 
 
+class OfferingAdminForm(NonNegativeNumbersForm):
+    """Prices and sizes are never negative; the zones are typed as the regions are."""
+
+    zones = RegionListField(
+        label=_("Availability zones"),
+        required=False,
+        help_text=_(
+            "Comma-separated, tried in this order when one has no capacity, e.g. "
+            "“us-east-1a, us-east-1b”. Empty: the cloud chooses."
+        ),
+    )
+
+    class Meta:
+        model = Offering
+        fields = "__all__"
+
+
 @admin.register(Offering)
 class OfferingAdmin(admin.ModelAdmin):
+    form = OfferingAdminForm
     list_display = [
         "instance_type",
         "account",
@@ -321,8 +342,27 @@ class OfferingAdmin(admin.ModelAdmin):
     list_per_page = 50
 
 
+class ImageAdminForm(forms.ModelForm):
+    def clean_framework_versions(self) -> dict[str, str]:
+        """Framework → version, both plain texts (PostgreSQL cannot store a NUL in JSON)."""
+        value = self.cleaned_data["framework_versions"]
+        pairs = isinstance(value, dict) and all(
+            isinstance(name, str) and isinstance(version, str) for name, version in value.items()
+        )
+        if not pairs:
+            raise ValidationError(
+                _('Enter framework → version pairs, e.g. {"PyTorch": "2.5.1"}.'), code="pairs"
+            )
+        for text in [*value, *value.values()]:
+            problem = text_problem(text, max_length=60)
+            if problem:
+                raise ValidationError(problem, code="text")
+        return value
+
+
 @admin.register(Image)
 class ImageAdmin(admin.ModelAdmin):
+    form = ImageAdminForm
     list_display = [
         "name",
         "account",

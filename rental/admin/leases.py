@@ -13,6 +13,7 @@ from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
 from portal.admin import ReadOnlyAdmin
+from portal.numbers import NonNegativeNumbersForm
 from rental.models import DataVolume, Instance, Reservation, SshKey, UsageRecord
 
 
@@ -171,6 +172,7 @@ class SshKeyAdmin(admin.ModelAdmin):
 
 @admin.register(DataVolume)
 class DataVolumeAdmin(admin.ModelAdmin):
+    form = NonNegativeNumbersForm
     list_display = [
         "name",
         "project",

@@ -25,14 +25,22 @@ from rental.models import Instance, UtilizationSample
 LIVE_FOR_AGENT = (Instance.State.LAUNCHING, Instance.State.RUNNING)
 
 
+def token_instance_id(token: str) -> int | None:
+    """The instance id a token starts with (``<id>.<secret>``, at most 200 characters),
+    or None when it names none: "²" is a digit to Python but not to int()."""
+    instance_id, _sep, _secret = token.partition(".")
+    plain = instance_id.isascii() and instance_id.isdigit() and len(instance_id) <= 18
+    return int(instance_id) if plain and len(token) <= 200 else None
+
+
 def instance_for_token(token: str) -> Instance | None:
     """The instance a token belongs to, whatever its state; None for an unknown token."""
-    instance_id, _sep, _secret = token.partition(".")
-    if not instance_id.isdigit() or len(token) > 200:
+    instance_id = token_instance_id(token)
+    if instance_id is None:
         return None
     instance = (
         Instance.objects.select_related("reservation", "offering__gpu_model")
-        .filter(pk=int(instance_id))
+        .filter(pk=instance_id)
         .exclude(agent_token_hash="")
         .first()
     )

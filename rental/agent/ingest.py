@@ -26,6 +26,7 @@ from rental.agent.heartbeat import (
     Throttled,
     instance_for_token,
     record_heartbeat,
+    token_instance_id,
 )
 from rental.agent.idle_rules import ACTIVE, IdleSample, classify
 from rental.fleet.agent_install import token_hash
@@ -76,8 +77,8 @@ def ingest(*, token: str, heartbeat: Heartbeat, now: datetime | None = None):
     """Record one heartbeat for the instance ``token`` belongs to. Raises BadToken,
     NotLive, Throttled or Replay; returns HeartbeatResult."""
     now = now or timezone.now()
-    instance_id, _sep, _secret = token.partition(".")
-    if not instance_id.isdigit() or len(token) > 200:
+    instance_id = token_instance_id(token)
+    if instance_id is None:
         raise BadToken
     rare = heartbeat.health or heartbeat.burn or heartbeat.spot_notice
     if rare or connection.vendor != "postgresql":
@@ -91,7 +92,7 @@ def ingest(*, token: str, heartbeat: Heartbeat, now: datetime | None = None):
             _CLAIM,
             {
                 "now": now,
-                "pk": int(instance_id),
+                "pk": instance_id,
                 "hash": token_hash(token),
                 "live": [str(state) for state in LIVE_FOR_AGENT],
                 "since": now - timedelta(seconds=settings.PORTAL_AGENT_MIN_INTERVAL_SECONDS),
@@ -111,7 +112,7 @@ def ingest(*, token: str, heartbeat: Heartbeat, now: datetime | None = None):
         cursor.execute(
             _INSERT,
             [
-                int(instance_id),
+                instance_id,
                 [s["at"] for s in fresh],
                 [_UTILIZATION.pack([g["utilization"] for g in s["gpus"]]) for s in fresh],
                 [_MEMORY.pack([g["memory_used_mb"] for g in s["gpus"]]) for s in fresh],
@@ -119,7 +120,7 @@ def ingest(*, token: str, heartbeat: Heartbeat, now: datetime | None = None):
             ],
         )
         if status == Reservation.Status.ACTIVE:
-            _count_idle(int(instance_id), fresh, priority, idle_reset_at, idle_warned_at, now)
+            _count_idle(instance_id, fresh, priority, idle_reset_at, idle_warned_at, now)
     return HeartbeatResult(accepted=len(fresh), duplicates=len(heartbeat.samples) - len(fresh))
 
 

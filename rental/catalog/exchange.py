@@ -9,7 +9,7 @@ with no rate at or before the launch cannot launch: its offerings are not tried 
 
 import re
 from datetime import datetime
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from django.db import transaction
@@ -18,11 +18,11 @@ from django.utils.translation import gettext as _
 
 from portal import access, audit
 from portal.errors import InvalidInput, NotPermitted
+from portal.numbers import decimal_number
 from rental.models import ExchangeRate, Instance, Offering
-from rental.models.currency import ONE, RATE_DECIMALS, billing_currency
+from rental.models.currency import ONE, RATE_DECIMALS, RATE_DIGITS, billing_currency
 
 CURRENCY_CODE = re.compile(r"^[A-Z]{3}$")
-RATE_QUANTUM = Decimal(1).scaleb(-RATE_DECIMALS)
 
 
 def rate_in_force(currency: str, at: datetime) -> ExchangeRate | None:
@@ -66,19 +66,16 @@ CAPTURED_FIELDS = ["currency", "exchange_rate", "exchange_rate_ref"]
 
 
 def parse_rate(value: Any) -> Decimal:
-    try:
-        rate = Decimal(str(value).strip())
-    except (InvalidOperation, ValueError):
-        raise InvalidInput(
-            _("Enter the rate as a number such as 7.2500."), field="units_per_billing_unit"
-        ) from None
-    if not rate.is_finite() or rate <= 0:
+    """A rate as typed (the admin's form, a rates file): more than zero, within the
+    column's digits (below 10^12, at most 8 decimal places), or InvalidInput."""
+    rate = decimal_number(
+        value,
+        field="units_per_billing_unit",
+        places=RATE_DECIMALS,
+        below=Decimal(10) ** (RATE_DIGITS - RATE_DECIMALS),
+    )
+    if rate <= 0:
         raise InvalidInput(_("The rate must be more than zero."), field="units_per_billing_unit")
-    if rate.quantize(RATE_QUANTUM) != rate:
-        raise InvalidInput(
-            _("The rate has at most %(places)s decimal places.") % {"places": RATE_DECIMALS},
-            field="units_per_billing_unit",
-        )
     return rate
 
 

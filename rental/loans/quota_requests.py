@@ -13,6 +13,7 @@ from django.utils.translation import gettext as _
 from portal import access, approvals, audit
 from portal.errors import InvalidInput, InvalidTransition, NotPermitted
 from portal.models import Project
+from portal.numbers import whole_number
 from portal.text import COMMENT_LENGTH, REASON_LENGTH, plain_text
 from rental import jobs
 from rental.loans import messages
@@ -20,17 +21,16 @@ from rental.loans.quotas import check_quota
 from rental.loans.standing import lock_pool
 from rental.models import GpuModel, Quota, QuotaRequest
 
+# The most GPUs a quota change or an auto-approve limit may name, and the most hours a
+# limit may name: far above any pool (the API's bound too).
+MOST = 100_000
 
-def _count(value: object, field: str) -> int | None:
+
+def _count(value: object, field: str, label: object = "") -> int | None:
+    """A whole number of GPUs (or hours) from 0 to ``MOST``; None when left empty."""
     if value in (None, ""):
         return None
-    try:
-        number = int(str(value))
-    except ValueError:
-        raise InvalidInput(_("Enter a whole number of GPUs."), field=field) from None
-    if number < 0 or number > 100_000:
-        raise InvalidInput(_("Enter a number of GPUs between 0 and 100000."), field=field)
-    return number
+    return whole_number(value, field=field, maximum=MOST, label=label)
 
 
 def needs_admin(request: QuotaRequest) -> bool:
@@ -59,7 +59,8 @@ def request_quota_change(
     if not access.can_request_for(actor, project):
         raise NotPermitted(_("Only members of %(project)s can ask.") % {"project": project})
     now = now or timezone.now()
-    g, ceiling_value = _count(guaranteed, "guaranteed"), _count(ceiling, "ceiling")
+    g = _count(guaranteed, "guaranteed", _("New guarantee G"))
+    ceiling_value = _count(ceiling, "ceiling", _("New ceiling L"))
     if g is None and ceiling_value is None:
         raise InvalidInput(_("Ask for a new guarantee, a new ceiling, or both."), field="ceiling")
     reason = plain_text(reason, field="reason", max_length=REASON_LENGTH, label=_("Reason"))
@@ -210,18 +211,6 @@ def set_auto_approve_limits(
     return quota
 
 
-def _hours(value: object, field: str) -> int | None:
-    if value in (None, ""):
-        return None
-    try:
-        number = int(str(value))
-    except ValueError:
-        raise InvalidInput(_("Enter a whole number of hours."), field=field) from None
-    if number < 0:
-        raise InvalidInput(_("Enter a number of hours of at least 0."), field=field)
-    return number
-
-
 @transaction.atomic
 def set_auto_approve_caps(
     *,
@@ -240,7 +229,7 @@ def set_auto_approve_caps(
     now = now or timezone.now()
     quota = Quota.objects.select_for_update().get(pk=quota.pk)
     gpus = _count(gpus_cap, "auto_approve_gpus_cap")
-    hours = _hours(hours_cap, "auto_approve_hours_cap")
+    hours = _count(hours_cap, "auto_approve_hours_cap")
     if gpus is not None and gpus > quota.ceiling:
         raise InvalidInput(
             _("At most %(ceiling)s GPUs: the quota's ceiling L.") % {"ceiling": quota.ceiling},

@@ -113,6 +113,8 @@ def _week(request: HttpRequest, pool: Pool) -> dict[str, Any]:
         )
     except ValueError:
         first = today
+    if not 2000 <= first.year < 2100:  # as the API's week; 9999-12-31 has no next week
+        first = today
     monday = first - timedelta(days=first.weekday())
     since = datetime.combine(monday, time(0), tzinfo=UTC)
     steps = reservations.week(pool, since=since)

@@ -128,6 +128,11 @@ def test_it_refuses_guarantees_over_the_pool_with_the_rule_and_figures(world):
             "quotas[0].weight",
         ),
         (b"project: alpha\nbudget:\n  monthly_amount: 1000000000000\n", "budget.monthly_amount"),
+        # Below 10^12 as written, 10^12 once rounded to cents.
+        (
+            b"project: alpha\nbudget:\n  monthly_amount: '999999999999.995'\n",
+            "budget.monthly_amount",
+        ),
     ],
 )
 def test_it_answers_400_naming_the_path_of_a_bad_document(world, body, field):

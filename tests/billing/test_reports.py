@@ -34,7 +34,22 @@ def test_it_finds_the_commitment_that_would_have_cost_least():
     assert totals[1] == Decimal("6475.00")
     assert totals[2] == Decimal("5650.00")
     assert totals[3] == Decimal("5737.50")
-    assert totals[8] == Decimal("8000.00")
+    assert totals[6] == Decimal("6000.00")
+    assert max(totals) == 6  # a K above the most GPUs run at once only adds committed cost
+
+
+def test_it_prices_a_pool_of_a_million_gpus_up_to_the_load_it_ran():
+    """C may be a million (the pool's bound): the advice prices only the K that can win,
+    instead of a million options on one page."""
+    best, options = reports.best_commitment(
+        seconds_at_level={0: 365 * HOUR, 3: 365 * HOUR},
+        span_seconds=730 * HOUR,
+        price_per_gpu_month=Decimal("1000.00"),
+        metered_rate=Decimal("2.50"),
+        capacity=1_000_000,
+    )
+    assert [option.committed for option in options] == [0, 1, 2, 3]
+    assert best == 0  # 3 GPUs × 365 h × $2.50 = $2,737.50 metered, less than 3 × $1,000
 
 
 def test_rent_or_buy_shows_its_figures():

@@ -89,7 +89,9 @@ def test_it_writes_a_hundred_samples_in_one_insert(client, f0):
     assert UtilizationSample.objects.filter(instance=run.instance).count() == 100
 
 
-@pytest.mark.parametrize("token", ["", "nonsense", "999999.abc", "1.", "x" * 300])
+@pytest.mark.parametrize(
+    "token", ["", "nonsense", "999999.abc", "1.", "x" * 300, "².abc", "9" * 150 + ".abc"]
+)
 def test_it_refuses_unknown_tokens(client, f0, token):
     running_lease(f0)
     assert send(client, token, {"samples": []}).status_code == 401

@@ -47,9 +47,10 @@ def test_lowering_a_cap_brings_the_limits_down_to_it(f0, quota):
     [
         ("7", "", "auto_approve_gpus_cap", "At most 6 GPUs: the quota's ceiling L."),
         ("", "10000", "auto_approve_hours_cap", "the site's maximum lease"),
-        ("two", "", "auto_approve_gpus_cap", "Enter a whole number of GPUs."),
-        ("", "-1", "auto_approve_hours_cap", "at least 0"),
-        ("", "1.5", "auto_approve_hours_cap", "whole number of hours"),
+        ("two", "", "auto_approve_gpus_cap", "Enter a whole number from 0 to 100,000."),
+        ("", "-1", "auto_approve_hours_cap", "Enter a whole number from 0 to 100,000."),
+        ("", "1.5", "auto_approve_hours_cap", "Enter a whole number from 0 to 100,000."),
+        ("", "1" + "0" * 26, "auto_approve_hours_cap", "Enter a whole number from 0 to 100,000."),
     ],
 )
 def test_bad_caps_are_field_errors_and_write_nothing(f0, quota, gpus, hours, field, message):
