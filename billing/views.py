@@ -37,7 +37,7 @@ from portal import access
 from portal.errors import DomainError, form_again, put_on_form
 from portal.models import Project
 from rental.models import Quota, Reservation
-from rental.views.leases import project_context
+from rental.views.projects import project_context
 
 
 def _previous_month(start: datetime) -> datetime:

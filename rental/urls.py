@@ -1,6 +1,6 @@
 from django.urls import path
 
-from rental.views import agent, capacity, images, leases, pools, volumes
+from rental.views import agent, approvals, capacity, images, leases, pools, projects, volumes
 
 app_name = "rental"
 urlpatterns = [
@@ -56,12 +56,12 @@ urlpatterns = [
     path("leases/<int:pk>/save-image/", images.lease_save_image, name="lease_save_image"),
     path("keys/", agent.ssh_keys, name="ssh_keys"),
     path("keys/<int:pk>/delete/", agent.ssh_key_delete, name="ssh_key_delete"),
-    path("approvals/", leases.approvals, name="approvals"),
-    path("approvals/_count/", leases.approvals_count, name="approvals_count"),
-    path("approvals/<int:pk>/approve/", leases.lease_approve, name="lease_approve"),
-    path("approvals/<int:pk>/reject/", leases.lease_reject, name="lease_reject"),
-    path("projects/", leases.project_list, name="projects"),
-    path("projects/<slug:slug>/", leases.project_detail, name="project"),
+    path("approvals/", approvals.approvals, name="approvals"),
+    path("approvals/_count/", approvals.approvals_count, name="approvals_count"),
+    path("approvals/<int:pk>/approve/", approvals.lease_approve, name="lease_approve"),
+    path("approvals/<int:pk>/reject/", approvals.lease_reject, name="lease_reject"),
+    path("projects/", projects.project_list, name="projects"),
+    path("projects/<slug:slug>/", projects.project_detail, name="project"),
     path("projects/<slug:slug>/volumes/", volumes.project_volumes, name="project_volumes"),
     path(
         "projects/<slug:slug>/volumes/<int:pk>/delete/",
@@ -77,6 +77,6 @@ urlpatterns = [
         pools.offering_terms,
         name="offering_terms",
     ),
-    path("panels/leases/", leases.panel_leases, name="panel_leases"),
-    path("panels/approvals/", leases.panel_approvals, name="panel_approvals"),
+    path("panels/leases/", projects.panel_leases, name="panel_leases"),
+    path("panels/approvals/", projects.panel_approvals, name="panel_approvals"),
 ]

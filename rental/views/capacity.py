@@ -18,13 +18,8 @@ from portal.errors import DomainError, form_again, put_on_form
 from rental.forms import ExtendForm, QuotaRequestForm, RescheduleForm
 from rental.loans import extension, pools, quota_requests, reservations
 from rental.models import Quota, QuotaRequest, Reservation
-from rental.views.leases import (
-    extension_decision_form,
-    lease_form_again,
-    project_context,
-    project_page,
-    quota_decision_form,
-)
+from rental.views.leases import extension_decision_form, lease_form_again
+from rental.views.projects import project_context, project_page, quota_decision_form
 
 Status = Reservation.Status
 

@@ -1,11 +1,11 @@
-"""Web pages of the compute side: ask for GPUs, follow and end leases, decide requests,
-and the project pages. Views parse input, call one service or selector, and render."""
+"""Web pages of a lease: ask for GPUs (the form and its live estimate), the lease list, a
+lease's page and its live status, ending it. Views parse input, call one service or
+selector, and render."""
 
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -24,16 +24,15 @@ from rental.forms import (
     DecisionForm,
     ExtendForm,
     LeaseRequestForm,
-    QuotaRequestForm,
     RescheduleForm,
     SaveImageForm,
 )
-from rental.loans import admission, ending, extension, lease_request, quota_requests
+from rental.loans import ending, extension, lease_request
 from rental.loans.admission import preview_admission
 from rental.loans.reservations import preview_booking
 from rental.loans.validation import parse_hours, validate_request
 from rental.loans.waiting import lease_wait
-from rental.models import DataVolume, Offering, QuotaRequest, Reservation, Tier
+from rental.models import DataVolume, Offering, Reservation, Tier
 from rental.selectors import QuotaStatus
 from rental.views import agent as agent_views
 
@@ -51,7 +50,7 @@ STATUS_GROUPS = {
 LEASES_PER_PAGE = 50
 
 
-def _polling(leases: Any) -> bool:
+def any_changing(leases: Any) -> bool:
     return any(lease.status in POLL_WHILE for lease in leases)
 
 
@@ -339,7 +338,7 @@ def _lease_list_context(request: HttpRequest) -> dict[str, Any]:
     page = Paginator(selectors.leases(leases), LEASES_PER_PAGE).get_page(request.GET.get("page"))
     return {
         "page": page,
-        "polling": _polling(page),
+        "polling": any_changing(page),
         "project": project,
         "group": group,
         "query": request.GET.urlencode(),
@@ -467,225 +466,3 @@ def lease_end(request: HttpRequest, pk: int) -> HttpResponse:
                 % {"id": lease.pk},
             )
     return redirect("rental:lease", pk=pk)
-
-
-# --- Approvals -------------------------------------------------------------------------
-
-
-@login_required
-def approvals(request: HttpRequest) -> HttpResponse:
-    if not access.manages_any(request.user):
-        raise Http404
-    return render(request, "rental/leases/approvals.html", _approvals_context(request))
-
-
-def decision_form(lease_pk: int, data: Any = None) -> DecisionForm:
-    """The comment of a decision in the lease's row of the approvals page."""
-    return DecisionForm(
-        data, auto_id=f"%s-{lease_pk}", placeholder=_("Comment (required to reject)")
-    )
-
-
-def _approvals_context(
-    request: HttpRequest, refused: tuple[Reservation, DecisionForm] | None = None
-) -> dict[str, Any]:
-    """The page of requests waiting for this manager, each row with its decision's form;
-    ``refused``: a lease whose decision was refused, drawn with its form as it was sent
-    (first, if it is not on the page, so that its errors are seen)."""
-    pending = selectors.leases(selectors.pending_approvals(request.user)).order_by(
-        "submitted_at", "pk"
-    )
-    page = Paginator(pending, LEASES_PER_PAGE).get_page(request.GET.get("page"))
-    rows = [(lease, decision_form(lease.pk)) for lease in page]
-    if refused is not None:
-        lease, form = refused
-        rows = [(other, form if other.pk == lease.pk else blank) for other, blank in rows]
-        if lease.pk not in {other.pk for other in page}:
-            rows.insert(0, (lease, form))
-    return {"page": page, "rows": rows}
-
-
-@login_required
-def approvals_count(request: HttpRequest) -> HttpResponse:
-    """The badge in the navigation: how many requests wait for this manager."""
-    count = selectors.pending_approvals(request.user).count()
-    return render(request, "rental/leases/_approvals_badge.html", {"count": count})
-
-
-def _decide(request: HttpRequest, pk: int, *, approve: bool) -> HttpResponse:
-    lease = access.get_visible_or_404(selectors.leases(), request.user, pk=pk)
-    access.require_manager(request.user, lease.project)
-    form = decision_form(lease.pk, request.POST)
-    if not form.is_valid():
-        return _decision_again(request, lease, form, status=400)
-    comment = form.cleaned_data["comment"]
-    try:
-        if approve:
-            lease = admission.approve_reservation(
-                actor=request.user, reservation=lease, comment=comment, source="web"
-            )
-        else:
-            lease = admission.reject_reservation(
-                actor=request.user, reservation=lease, comment=comment, source="web"
-            )
-    except DomainError as error:
-        # What the manager typed is on its field; what the rules say again about the
-        # request as it was asked (its window, its ceiling) is said for the whole form.
-        put_on_form(form, error)
-        return _decision_again(request, lease, form, status=error.status)
-    done = (
-        _("Lease #%(id)s approved: %(status)s.") if approve else _("Lease #%(id)s rejected.")
-    ) % {"id": lease.pk, "status": lease.get_status_display().lower()}
-    if request.htmx:
-        response = render(
-            request, "rental/leases/_approval_row.html", {"lease": lease, "done": done}
-        )
-        response["HX-Trigger"] = "approvals-changed"
-        return response
-    messages.success(request, done)
-    return redirect("rental:approvals")
-
-
-def _decision_again(
-    request: HttpRequest, lease: Reservation, form: DecisionForm, *, status: int
-) -> HttpResponse:
-    """The approvals page, or for HTMX the lease's row, with its decision's form as it was
-    sent."""
-    context = _approvals_context(request, refused=(lease, form))
-    context.update(lease=lease, form=form)  # the row's own, for the partial
-    return form_again(
-        request,
-        page="rental/leases/approvals.html",
-        partial="rental/leases/_approval_row.html",
-        context=context,
-        status=status,
-    )
-
-
-@login_required
-@require_POST
-def lease_approve(request: HttpRequest, pk: int) -> HttpResponse:
-    return _decide(request, pk, approve=True)
-
-
-@login_required
-@require_POST
-def lease_reject(request: HttpRequest, pk: int) -> HttpResponse:
-    return _decide(request, pk, approve=False)
-
-
-# --- Projects --------------------------------------------------------------------------
-
-
-@login_required
-def project_list(request: HttpRequest) -> HttpResponse:
-    roles = access.roles(request.user)
-    projects = selectors.projects_overview(access.visible_projects(request.user)).order_by(
-        "-is_active", "name"
-    )
-    rows = [(project, roles.get(project.pk)) for project in projects]
-    return render(request, "rental/leases/projects.html", {"rows": rows})
-
-
-@login_required
-def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    return project_page(request, access.get_project_or_404(request.user, slug))
-
-
-def project_page(
-    request: HttpRequest,
-    project: Any,
-    *,
-    quota_errors: dict[str, Any] | None = None,
-    status: int = 200,
-) -> HttpResponse:
-    """The project page; ``quota_errors`` puts a refused quota form's error beside its
-    field: {"key": "<quota pk>:limits" or ":caps", "field": name, "message": text,
-    "values": the values sent}."""
-    context = project_context(request, project)
-    context["quota_errors"] = quota_errors or {}
-    return render(request, "rental/leases/project.html", context, status=status)
-
-
-def quota_decision_form(asked_pk: int, data: Any = None) -> DecisionForm:
-    """The comment of a decision on a quota change, one per request on the project page."""
-    return DecisionForm(
-        data, auto_id=f"quota-%s-{asked_pk}", placeholder=_("Comment (required to reject)")
-    )
-
-
-def project_context(
-    request: HttpRequest,
-    project: Any,
-    *,
-    quota_request_form: QuotaRequestForm | None = None,
-    quota_decision_forms: dict[int, DecisionForm] | None = None,
-) -> dict[str, Any]:
-    """What the project page shows. A refused form is passed as it was sent: the quota
-    change asked (``quota_request_form``) or a decision on one (by the request's pk); a
-    request with a refused decision shows its form even once it is no longer pending,
-    so that the refusal says why."""
-    refused = quota_decision_forms or {}
-    asked_list = []
-    for asked in (
-        QuotaRequest.objects.filter(project=project)
-        .select_related("gpu_model", "requested_by", "decided_by")
-        .order_by("-created_at")[:20]
-    ):
-        may_decide = quota_requests.may_decide(request.user, asked)
-        form = refused.get(asked.pk)
-        if form is None and may_decide and asked.status == QuotaRequest.Status.PENDING:
-            form = quota_decision_form(asked.pk)
-        asked_list.append((asked, may_decide, form))
-    leases = selectors.leases(project.reservations.exclude(status__in=Reservation.FINAL))
-    return {
-        "quota_errors": {},
-        "may_manage": access.can_manage(request.user, project),
-        "is_admin": access.is_admin(request.user),
-        "max_lease_hours": settings.PORTAL_MAX_LEASE_HOURS,
-        "project": project,
-        "leases": leases,
-        "quota_use": selectors.project_quota_use(project),
-        "members": project.memberships.select_related("user").order_by("role", "user__username"),
-        "can_request": access.can_request_for(request.user, project),
-        "role": access.role_in(request.user, project),
-        "quota_request_form": quota_request_form or QuotaRequestForm(project=project),
-        "quota_requests": asked_list,
-    }
-
-
-# --- Dashboard panels ------------------------------------------------------------------
-
-
-@login_required
-def panel_leases(request: HttpRequest) -> HttpResponse:
-    leases = list(
-        selectors.leases(
-            access.scope(Reservation.objects.filter(requester=request.user), request.user).exclude(
-                status__in=Reservation.FINAL
-            )
-        )[:8]
-    )
-    return render(
-        request,
-        "rental/leases/_panel_leases.html",
-        {
-            "leases": leases,
-            "polling": _polling(leases),
-            "is_member": bool(access.roles(request.user)),
-        },
-    )
-
-
-@login_required
-def panel_approvals(request: HttpRequest) -> HttpResponse:
-    if not access.manages_any(request.user):
-        return HttpResponse("")
-    pending = selectors.pending_approvals(request.user)
-    oldest = list(selectors.leases(pending).order_by("submitted_at", "pk")[:5])
-    return render(
-        request, "rental/leases/_panel_approvals.html", {"count": pending.count(), "oldest": oldest}
-    )
-
-
-# --- Pools ---------------------------------------------------------------------------

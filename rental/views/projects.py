@@ -1,0 +1,130 @@
+"""The projects pages (the list, a project's page with its quotas, members, leases and
+quota changes) and the dashboard's panels of leases and approvals."""
+
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils.translation import gettext as _
+
+from portal import access
+from rental import selectors
+from rental.forms import DecisionForm, QuotaRequestForm
+from rental.loans import quota_requests
+from rental.models import QuotaRequest, Reservation
+from rental.views.leases import any_changing
+
+# --- Projects --------------------------------------------------------------------------
+
+
+@login_required
+def project_list(request: HttpRequest) -> HttpResponse:
+    roles = access.roles(request.user)
+    projects = selectors.projects_overview(access.visible_projects(request.user)).order_by(
+        "-is_active", "name"
+    )
+    rows = [(project, roles.get(project.pk)) for project in projects]
+    return render(request, "rental/leases/projects.html", {"rows": rows})
+
+
+@login_required
+def project_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    return project_page(request, access.get_project_or_404(request.user, slug))
+
+
+def project_page(
+    request: HttpRequest,
+    project: Any,
+    *,
+    quota_errors: dict[str, Any] | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    """The project page; ``quota_errors`` puts a refused quota form's error beside its
+    field: {"key": "<quota pk>:limits" or ":caps", "field": name, "message": text,
+    "values": the values sent}."""
+    context = project_context(request, project)
+    context["quota_errors"] = quota_errors or {}
+    return render(request, "rental/leases/project.html", context, status=status)
+
+
+def quota_decision_form(asked_pk: int, data: Any = None) -> DecisionForm:
+    """The comment of a decision on a quota change, one per request on the project page."""
+    return DecisionForm(
+        data, auto_id=f"quota-%s-{asked_pk}", placeholder=_("Comment (required to reject)")
+    )
+
+
+def project_context(
+    request: HttpRequest,
+    project: Any,
+    *,
+    quota_request_form: QuotaRequestForm | None = None,
+    quota_decision_forms: dict[int, DecisionForm] | None = None,
+) -> dict[str, Any]:
+    """What the project page shows. A refused form is passed as it was sent: the quota
+    change asked (``quota_request_form``) or a decision on one (by the request's pk); a
+    request with a refused decision shows its form even once it is no longer pending,
+    so that the refusal says why."""
+    refused = quota_decision_forms or {}
+    asked_list = []
+    for asked in (
+        QuotaRequest.objects.filter(project=project)
+        .select_related("gpu_model", "requested_by", "decided_by")
+        .order_by("-created_at")[:20]
+    ):
+        may_decide = quota_requests.may_decide(request.user, asked)
+        form = refused.get(asked.pk)
+        if form is None and may_decide and asked.status == QuotaRequest.Status.PENDING:
+            form = quota_decision_form(asked.pk)
+        asked_list.append((asked, may_decide, form))
+    leases = selectors.leases(project.reservations.exclude(status__in=Reservation.FINAL))
+    return {
+        "quota_errors": {},
+        "may_manage": access.can_manage(request.user, project),
+        "is_admin": access.is_admin(request.user),
+        "max_lease_hours": settings.PORTAL_MAX_LEASE_HOURS,
+        "project": project,
+        "leases": leases,
+        "quota_use": selectors.project_quota_use(project),
+        "members": project.memberships.select_related("user").order_by("role", "user__username"),
+        "can_request": access.can_request_for(request.user, project),
+        "role": access.role_in(request.user, project),
+        "quota_request_form": quota_request_form or QuotaRequestForm(project=project),
+        "quota_requests": asked_list,
+    }
+
+
+# --- Dashboard panels ------------------------------------------------------------------
+
+
+@login_required
+def panel_leases(request: HttpRequest) -> HttpResponse:
+    leases = list(
+        selectors.leases(
+            access.scope(Reservation.objects.filter(requester=request.user), request.user).exclude(
+                status__in=Reservation.FINAL
+            )
+        )[:8]
+    )
+    return render(
+        request,
+        "rental/leases/_panel_leases.html",
+        {
+            "leases": leases,
+            "polling": any_changing(leases),
+            "is_member": bool(access.roles(request.user)),
+        },
+    )
+
+
+@login_required
+def panel_approvals(request: HttpRequest) -> HttpResponse:
+    if not access.manages_any(request.user):
+        return HttpResponse("")
+    pending = selectors.pending_approvals(request.user)
+    oldest = list(selectors.leases(pending).order_by("submitted_at", "pk")[:5])
+    return render(
+        request, "rental/leases/_panel_approvals.html", {"count": pending.count(), "oldest": oldest}
+    )
