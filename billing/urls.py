@@ -1,13 +1,13 @@
 from django.urls import path
 
-from billing import views
+from billing import spend_views, views
 
 app_name = "billing"
 urlpatterns = [
     path("projects/<slug:slug>/statement/", views.statement, name="statement"),
     path(
         "projects/<slug:slug>/statement/_lines/",
-        views.statement_partial,
+        spend_views.statement_partial,
         name="statement_partial",
     ),
     path(
@@ -16,11 +16,11 @@ urlpatterns = [
         name="line",
     ),
     path("projects/<slug:slug>/reports/", views.reports, name="reports"),
-    path("projects/<slug:slug>/budget/", views.budget_set, name="budget_set"),
+    path("projects/<slug:slug>/budget/", spend_views.budget_set, name="budget_set"),
     path("statements/<int:pk>/approve/", views.statement_approve, name="statement_approve"),
     path("lines/<int:pk>/dispute/", views.line_dispute, name="line_dispute"),
     path("disputes/<int:pk>/answer/", views.dispute_answer, name="dispute_answer"),
     path("finance/", views.finance, name="finance"),
-    path("leases/<int:pk>/_cost/", views.lease_cost_partial, name="lease_cost"),
-    path("panels/spend/", views.panel_spend, name="panel_spend"),
+    path("leases/<int:pk>/_cost/", spend_views.lease_cost_partial, name="lease_cost"),
+    path("panels/spend/", spend_views.panel_spend, name="panel_spend"),
 ]

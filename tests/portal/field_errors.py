@@ -37,6 +37,7 @@ DISPLAYING = (
     "rental.api",
     "rental.admin",
     "billing.views",
+    "billing.spend_views",
     "billing.api",
     "billing.admin",
 )
