@@ -177,6 +177,9 @@ PAGE_FACTS = """() => ({
   text: document.body.innerText,
   lang: document.documentElement.lang,
   wide: document.documentElement.scrollWidth,
+  // One-line inputs drawn as tall boxes (a flex rule meant for a row, applied to a column).
+  tall: [...document.querySelectorAll("input:not([type=checkbox]):not([type=radio]), select")]
+    .filter(input => input.offsetHeight > 80).map(input => input.name || input.id),
   problems: window.__walk || [],
 })"""
 
@@ -246,6 +249,8 @@ def test_every_persona_walks_every_page_in_both_languages_at_both_widths(live_se
                     problems.append(f"{where} {url}: the page is in {facts['lang']!r}")
                 if facts["wide"] > width:
                     problems.append(f"{where} {url}: {facts['wide']} px wide")
+                if facts["tall"]:
+                    problems.append(f"{where} {url}: inputs taller than a line: {facts['tall']}")
                 problems += [f"{where} {url}: {raw}" for raw in raw_codes(facts["text"], verbs)]
                 if SHOTS:
                     name = re.sub(r"[^a-z0-9]+", "-", url.lower()).strip("-") or "home"
