@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import OutputWrapper
 from django.db.models import Q
@@ -21,13 +20,11 @@ from django.db.models import Q
 from portal.errors import DomainError
 from portal.models import Project
 from rental.demo.capacity import DEMO_ZONES
+from rental.fleet.volume_cloud import volume_spec
 from rental.loans.lease_request import submit_lease
 from rental.models import DataVolume, GpuModel, Image, Market, Priority, ProviderAccount
 from rental.providers.base import (
-    TAG_INSTALLATION,
-    TAG_PROJECT,
     ProviderError,
-    VolumeSpec,
 )
 from rental.providers.registry import get_provider
 
@@ -108,22 +105,10 @@ def restore_volumes(account: ProviderAccount) -> int:
         account=account, state__in=DataVolume.EXISTING, region__in=list(DEMO_ZONES)
     ).exclude(Q(volume_id="") | Q(state=DataVolume.State.DELETING))
     for volume in volumes.select_related("project"):
-        spec = VolumeSpec(
-            region=volume.region,
-            zone=volume.zone,
-            size_gb=volume.size_gb,
-            tags=tuple(
-                sorted(
-                    {
-                        TAG_INSTALLATION: settings.PORTAL_INSTALLATION_ID,
-                        TAG_PROJECT: volume.project.slug,
-                    }.items()
-                )
-            ),
-            name=f"gpu-portal {volume.project.slug} {volume.name}",
-        )
         try:
-            cloud = provider.create_volume(spec, idempotency_key=volume.idempotency_key)
+            cloud = provider.create_volume(
+                volume_spec(volume), idempotency_key=volume.idempotency_key
+            )
         except ProviderError:
             continue
         DataVolume.objects.filter(pk=volume.pk).update(

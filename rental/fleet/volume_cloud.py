@@ -50,15 +50,10 @@ def _release(volume_id: int, error: ProviderError) -> None:
     DataVolume.objects.filter(pk=volume_id).update(claimed_at=None, last_error=error.message[:500])
 
 
-def create_in_cloud(volume_id: int, *, now: datetime | None = None) -> None:
-    """Create the volume, exactly once however often this is delivered."""
-    now = now or timezone.now()
-    if not DataVolume.objects.filter(pk=volume_id, volume_id="").exists():
-        return
-    if not _claim(volume_id, VState.CREATING, now):
-        return
-    volume = DataVolume.objects.select_related("account", "project").get(pk=volume_id)
-    spec = VolumeSpec(
+def volume_spec(volume: DataVolume) -> VolumeSpec:
+    """What the cloud is asked to make for a data volume: its place, size, tags and name
+    (the volume's project loaded)."""
+    return VolumeSpec(
         region=volume.region,
         zone=volume.zone,
         size_gb=volume.size_gb,
@@ -72,8 +67,20 @@ def create_in_cloud(volume_id: int, *, now: datetime | None = None) -> None:
         ),
         name=f"gpu-portal {volume.project.slug} {volume.name}",
     )
+
+
+def create_in_cloud(volume_id: int, *, now: datetime | None = None) -> None:
+    """Create the volume, exactly once however often this is delivered."""
+    now = now or timezone.now()
+    if not DataVolume.objects.filter(pk=volume_id, volume_id="").exists():
+        return
+    if not _claim(volume_id, VState.CREATING, now):
+        return
+    volume = DataVolume.objects.select_related("account", "project").get(pk=volume_id)
     try:
-        cloud = _provider(volume).create_volume(spec, idempotency_key=volume.idempotency_key)
+        cloud = _provider(volume).create_volume(
+            volume_spec(volume), idempotency_key=volume.idempotency_key
+        )
     except ProviderError as error:
         if error.retryable:
             _release(volume_id, error)
