@@ -32,6 +32,9 @@ class Demo:
     def __init__(self, var_dir: Path) -> None:
         self.port, self.cloud_port = free_port(), free_port()
         env = {k: v for k, v in os.environ.items() if k not in NOT_THE_DEMOS}
+        # As `make run` starts it on a fresh machine: Python buffers what it writes into a
+        # pipe unless told otherwise, and the demo must say each step when it starts it.
+        env.pop("PYTHONUNBUFFERED", None)
         env["PORTAL_VAR_DIR"] = str(var_dir)
         self.var_dir = var_dir
         self.process = subprocess.Popen(

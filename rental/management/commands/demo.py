@@ -130,6 +130,9 @@ class Command(BaseCommand):
         if self.stopping.is_set():
             raise Stopped
         self.stdout.write(self.style.MIGRATE_HEADING(f"» {message}"))
+        # At once, also into a pipe (`make run | tee`, a supervisor, the tests), where
+        # Python buffers whole blocks: the step said is the step being done.
+        self.stdout.flush()
 
     def ensure_port_free(self, port: int, option: str) -> None:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
