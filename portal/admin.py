@@ -1,19 +1,23 @@
-"""Admin for the people side: users with their memberships, projects, the audit log and
-notifications. Changelists select their related rows up front, so each page runs a fixed
-number of queries however many rows it shows."""
+"""Admin for the people side: users with their memberships, projects, the audit log,
+notifications and login locks. Changelists select their related rows up front, so each
+page runs a fixed number of queries however many rows it shows."""
 
 import json
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
-from portal.models import AuditEvent, Membership, Notification, Project
+from portal import access, login_throttle
+from portal.errors import DomainError
+from portal.models import AuditEvent, LoginLock, Membership, Notification, Project
 
 User = get_user_model()
 
@@ -122,6 +126,67 @@ class NotificationAdmin(admin.ModelAdmin):
     autocomplete_fields = ["user"]
     readonly_fields = ["created_at"]
     date_hierarchy = "created_at"
+
+
+class InForceFilter(admin.SimpleListFilter):
+    title = _("in force")
+    parameter_name = "in_force"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        return [("yes", _("Yes")), ("no", _("No"))]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[LoginLock]) -> QuerySet:
+        in_force = {"lifted_at__isnull": True, "until__gt": timezone.now()}
+        if self.value() == "yes":
+            return queryset.filter(**in_force)
+        if self.value() == "no":
+            return queryset.exclude(**in_force)
+        return queryset
+
+
+@admin.register(LoginLock)
+class LoginLockAdmin(ReadOnlyAdmin):
+    """Accounts locked after many failed logins from anywhere (``portal.login_throttle``):
+    every admin sees them and may lift one; the portal writes them, nobody edits them."""
+
+    list_display = ["username", "in_force", "failures", "locked_at", "until", "lifted_by"]
+    list_filter = [InForceFilter, "locked_at"]
+    search_fields = ["username"]
+    list_select_related = ["lifted_by"]
+    actions = ["lift"]
+    fields = ["username", "failures", "locked_at", "until", "lifted_at", "lifted_by"]
+    readonly_fields = fields
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return access.is_admin(request.user)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return access.is_admin(request.user)
+
+    def has_lift_permission(self, request: HttpRequest) -> bool:
+        return access.is_admin(request.user)
+
+    @admin.display(description=_("in force"), boolean=True)
+    def in_force(self, obj: LoginLock) -> bool:
+        return obj.in_force()
+
+    @admin.action(description=_("Lift the selected locks"), permissions=["lift"])
+    def lift(self, request: HttpRequest, queryset: QuerySet[LoginLock]) -> None:
+        lifted, refused = 0, []
+        for lock in queryset:
+            try:
+                login_throttle.lift_lock(actor=request.user, lock=lock, source="admin")
+            except DomainError as error:
+                refused.append(error.message)
+            else:
+                lifted += 1
+        if lifted:
+            messages.success(
+                request,
+                ngettext("%(n)s lock lifted.", "%(n)s locks lifted.", lifted) % {"n": lifted},
+            )
+        for message in refused:
+            messages.warning(request, message)
 
 
 def _pretty_json(data: Any) -> str:
