@@ -29,6 +29,7 @@ from billing.models import LineDispute, Statement, StatementLine
 from billing.periods import parse_period
 from billing.selectors import StatementView, draft_statement, gpu_model_names
 from portal import access
+from portal.api.filters import IntegerFilter, PortalFilterSet
 from portal.api.views import PortalViewSet
 from portal.models import Project
 
@@ -201,7 +202,7 @@ def detail(view: StatementView, project: Project | None) -> dict[str, Any]:
     }
 
 
-class StatementFilter(django_filters.FilterSet):
+class StatementFilter(PortalFilterSet):
     project = django_filters.CharFilter(field_name="project__slug", max_length=50)
     period = django_filters.CharFilter(method="in_period", max_length=7)
 
@@ -395,9 +396,9 @@ def _int(pk: Any) -> int:
         raise exceptions.NotFound from None
 
 
-class DisputeFilter(django_filters.FilterSet):
+class DisputeFilter(PortalFilterSet):
     project = django_filters.CharFilter(field_name="line__statement__project__slug", max_length=50)
-    statement = django_filters.NumberFilter(field_name="line__statement_id")
+    statement = IntegerFilter(field_name="line__statement_id")
 
     class Meta:
         model = LineDispute

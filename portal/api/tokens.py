@@ -11,7 +11,6 @@ import base64
 import binascii
 from typing import Any
 
-import django_filters
 from django.db.models import QuerySet
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import extend_schema, extend_schema_view
@@ -21,7 +20,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal import login_throttle, tokens
-from portal.api.filters import FlagFilter
+from portal.api.filters import FlagFilter, PortalFilterSet
 from portal.api.views import EmptySerializer, PortalViewSet
 from portal.models import ApiToken
 
@@ -107,7 +106,7 @@ class NewTokenSerializer(TokenSerializer):
         fields = [*TokenSerializer.Meta.fields, "token"]
 
 
-class TokenFilter(django_filters.FilterSet):
+class TokenFilter(PortalFilterSet):
     revoked = FlagFilter(field_name="revoked_at", lookup_expr="isnull", exclude=True)
 
     class Meta:

@@ -7,16 +7,17 @@ rules stay in the services.
 
 from typing import Any
 
-from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework import filters, serializers, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
+
+from portal.api.filters import FilterBackend
 
 
 class PortalViewSet(viewsets.GenericViewSet):
     """Base for every resource: filterable (django-filter), ordered, paginated."""
 
-    filter_backends = [DjangoFilterBackend, filters.OrderingFilter]
+    filter_backends = [FilterBackend, filters.OrderingFilter]
     ordering = ["-pk"]
 
     def validated(self, serializer_class: type[serializers.Serializer], request: Request) -> Any:
