@@ -8,7 +8,8 @@ from typing import Any
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
-from django.db.models import Count, QuerySet
+from django.db import models
+from django.db.models import Count, Field, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html
@@ -18,11 +19,33 @@ from django.utils.translation import ngettext
 from portal import access, login_throttle
 from portal.errors import DomainError
 from portal.models import AuditEvent, LoginLock, Membership, Notification, Project
+from portal.nesting import ShallowJSONField
+from portal.text import follows_text_rule
 
 User = get_user_model()
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class PlainTextFields:
+    """What an admin types follows the portal's rules for text (``portal.text``: no
+    bidirectional or other invisible control characters) and for JSON
+    (``portal.nesting``: not nested past its limit), as on every other form."""
+
+    def formfield_for_dbfield(self, db_field: Field, request: HttpRequest, **kwargs: Any) -> Any:
+        if isinstance(db_field, models.JSONField):
+            kwargs.setdefault("form_class", ShallowJSONField)
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)  # type: ignore[misc]
+        return follows_text_rule(field) if field is not None else None
+
+
+class PortalAdmin(PlainTextFields, admin.ModelAdmin):
+    """Every admin page of the portal's models."""
+
+
+class PortalInline(PlainTextFields, admin.TabularInline):
+    """Every inline of the portal's admin pages."""
+
+
+class ReadOnlyAdmin(PortalAdmin):
     """Rows written by the portal itself: anyone may look, nobody adds, edits or deletes."""
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -35,7 +58,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-class UserMembershipInline(admin.TabularInline):
+class UserMembershipInline(PortalInline):
     model = Membership
     fk_name = "user"
     extra = 0
@@ -46,7 +69,7 @@ class UserMembershipInline(admin.TabularInline):
     verbose_name_plural = _("project memberships")
 
 
-class ProjectMembershipInline(admin.TabularInline):
+class ProjectMembershipInline(PortalInline):
     model = Membership
     fk_name = "project"
     extra = 0
@@ -61,7 +84,7 @@ admin.site.unregister(User)
 
 
 @admin.register(User)
-class PortalUserAdmin(UserAdmin):
+class PortalUserAdmin(PlainTextFields, UserAdmin):
     inlines = [UserMembershipInline]
     list_display = ["username", "email", "first_name", "last_name", "is_staff", "is_active"]
     list_filter = ["is_staff", "is_superuser", "is_active", "groups"]
@@ -69,7 +92,7 @@ class PortalUserAdmin(UserAdmin):
 
 
 @admin.register(Project)
-class ProjectAdmin(admin.ModelAdmin):
+class ProjectAdmin(PortalAdmin):
     inlines = [ProjectMembershipInline]
     list_display = ["slug", "name", "cost_center", "member_count", "is_active", "created_at"]
     list_filter = ["is_active"]
@@ -118,7 +141,7 @@ class AuditEventAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Notification)
-class NotificationAdmin(admin.ModelAdmin):
+class NotificationAdmin(PortalAdmin):
     list_display = ["subject", "user", "created_at", "read_at"]
     list_filter = [("read_at", admin.EmptyFieldListFilter), "created_at"]
     search_fields = ["subject", "user__username", "user__email"]

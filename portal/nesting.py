@@ -6,6 +6,11 @@ the rule, before anything walks it."""
 
 from typing import Any
 
+from django import forms
+from django.core.exceptions import ValidationError
+from django.forms.fields import InvalidJSONInput
+from django.utils.translation import gettext as _
+
 MAX_DEPTH = 32
 
 
@@ -30,3 +35,27 @@ def too_deep(data: Any, *, limit: int = MAX_DEPTH) -> bool:
         deepest[id(value)] = depth
         stack.extend((child, depth + 1) for child in children)
     return False
+
+
+def too_deep_message() -> str:
+    return _("It nests more than %(most)s levels deep.") % {"most": MAX_DEPTH}
+
+
+class ShallowJSONField(forms.JSONField):
+    """Django's JSON form field (the admin's), refusing a value nested past ``MAX_DEPTH``
+    on its field where Python's reader would fail with a server error."""
+
+    def to_python(self, value: Any) -> Any:
+        try:
+            converted = super().to_python(value)
+        except RecursionError:
+            raise ValidationError(too_deep_message(), code="too_deep") from None
+        if too_deep(converted):
+            raise ValidationError(too_deep_message(), code="too_deep")
+        return converted
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        try:
+            return super().bound_data(data, initial)
+        except RecursionError:  # shown again as typed, beside its error
+            return InvalidJSONInput(data)
