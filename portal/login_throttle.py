@@ -292,7 +292,9 @@ def lift_lock(
         after={"username": locked.username},
         at=now,
     )
-    transaction.on_commit(lambda: _start_afresh(locked.username))
+    # At once, not on commit: counts started afresh under a lock that stays (the change
+    # rolled back) only give its account a few more tries from each address.
+    _start_afresh(locked.username)
     return locked
 
 
