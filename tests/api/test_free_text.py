@@ -200,8 +200,8 @@ def writes(w) -> dict[str, Write]:
     }
 
 
-# The agent's heartbeat is written by a program, not typed by a person; its words are
-# checked by its own parser (tests/rental/agent).
+# The agent's heartbeat is written by a program with its own token, not typed by a
+# person; its parser holds its words to the same rule (tests/rental/agent/test_heartbeat.py).
 NOT_TYPED = {"POST /api/v1/agent/heartbeat"}
 LISTED = sorted(
     (operation, field) for operation, field in free_text_fields() if operation not in NOT_TYPED
