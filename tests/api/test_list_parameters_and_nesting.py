@@ -2,12 +2,16 @@
 numbers from 1 (the schema says ``minimum: 1``), an id that names no row matches nothing,
 flags are true or false, and a body nested past 32 levels is a clear 400, never a 500."""
 
+import importlib
+import pkgutil
 from pathlib import Path
 
+import django_filters
 import pytest
 import yaml
 from rest_framework.test import APIClient
 
+from portal.api.filters import PortalFilterSet
 from rental.models import AvailabilityWatch, Reservation
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,6 +31,28 @@ def query_parameters():
                 for parameter in operation.get("parameters", []):
                     if parameter["in"] == "query":
                         yield f"{method.upper()} {path}", parameter
+
+
+def test_every_filterset_of_the_api_filters_ids_and_flags_strictly():
+    for app in ("portal.api", "rental.api", "billing.api"):
+        package = importlib.import_module(app)
+        for found in pkgutil.iter_modules(package.__path__, f"{app}."):
+            importlib.import_module(found.name)
+    ours = [
+        filterset
+        for filterset in all_subclasses(django_filters.FilterSet)
+        if filterset.__module__.split(".")[0] in ("portal", "rental", "billing")
+        and filterset is not PortalFilterSet
+    ]
+    assert len(ours) >= 15
+    assert [f.__qualname__ for f in ours if not issubclass(f, PortalFilterSet)] == []
+
+
+def all_subclasses(cls: type) -> set[type]:
+    found = set(cls.__subclasses__())
+    for sub in list(found):
+        found |= all_subclasses(sub)
+    return found
 
 
 def test_the_schema_says_pages_and_ids_start_at_one():

@@ -24,7 +24,8 @@ def our_modules() -> None:
     for app in APPS:
         package = importlib.import_module(app)
         for found in pkgutil.walk_packages(package.__path__, f"{app}."):
-            if ".migrations" not in found.name and ".management.commands" not in found.name:
+            parts = found.name.split(".")
+            if not {"migrations", "management", "wsgi", "settings", "celery"} & set(parts):
                 importlib.import_module(found.name)
 
 
