@@ -7,7 +7,8 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
-from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.models import Group
 from django.db import models
 from django.db.models import Count, Field, QuerySet
 from django.http import HttpRequest
@@ -81,6 +82,12 @@ class ProjectMembershipInline(PortalInline):
 
 
 admin.site.unregister(User)
+admin.site.unregister(Group)
+
+
+@admin.register(Group)
+class PortalGroupAdmin(PlainTextFields, GroupAdmin):
+    """Django's, with the portal's rule for the group's name."""
 
 
 @admin.register(User)

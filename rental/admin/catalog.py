@@ -91,6 +91,7 @@ class ProviderAccountForm(forms.ModelForm):
         max_length=200,
         assume_scheme="https",
         help_text=ProviderAccount._meta.get_field("endpoint_url").help_text,
+        validators=[validate_plain_text],  # a host name may hold a bidi control otherwise
     )
     access_key_id = _write_only(
         _("Access key ID"), _("Write-only. Leave blank to keep the stored credentials.")
