@@ -116,9 +116,10 @@ def save_account(
             **changes,
             "name": plain_text(changes["name"], field="name", max_length=80, label=_("Name")),
         }
-    for field, value in (credentials or {}).items():
+    given = credentials or {}
+    for field in ("access_key_id", "secret_access_key", "session_token"):
         # Never shown, but an invisible character in a key is a key that cannot work.
-        problem = text_problem(value)
+        problem = text_problem(str(given.get(field) or ""))
         if problem:
             raise InvalidInput(problem, field=field)
     with transaction.atomic():
