@@ -33,8 +33,12 @@ from portal.api.filters import IntegerFilter, PortalFilterSet
 from portal.api.views import PortalViewSet
 from portal.models import Project
 
+# The months parse_period takes (2000-01 to 2999-12), so the schema allows no other.
 PERIOD = OpenApiParameter(
-    "period", str, description="A month as YYYY-MM (UTC).", pattern=r"^\d{4}-\d{2}$"
+    "period",
+    str,
+    description="A month as YYYY-MM (UTC).",
+    pattern=r"^2[0-9]{3}-(0[1-9]|1[0-2])$",
 )
 
 

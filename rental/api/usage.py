@@ -11,7 +11,7 @@ from django.core.validators import RegexValidator
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 from django_filters import rest_framework as filters
-from drf_spectacular.utils import extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers
 
 from portal import access
@@ -22,7 +22,7 @@ from rental.api.serializers_leases import GpuModelRefSerializer, blank_or
 from rental.models import Market, TerminationReason, Tier, UsageRecord
 
 TAGS = ["usage"]
-MONTH = r"^(2\d{3})-(0[1-9]|1[0-2])$"
+MONTH = r"^(2[0-9]{3})-(0[1-9]|1[0-2])$"
 
 
 class UsageSerializer(serializers.ModelSerializer):
@@ -102,7 +102,19 @@ class UsageFilter(PortalFilterSet):
 
 
 @extend_schema_view(
-    list=extend_schema(summary="Usage runs of the projects you can see", tags=TAGS),
+    list=extend_schema(
+        summary="Usage runs of the projects you can see",
+        tags=TAGS,
+        # The filter's own pattern, so the schema allows no month the filter refuses.
+        parameters=[
+            OpenApiParameter(
+                "period",
+                str,
+                pattern=MONTH,
+                description="Runs that overlap this month (YYYY-MM, UTC).",
+            )
+        ],
+    ),
     retrieve=extend_schema(summary="One usage run", tags=TAGS),
 )
 class UsageViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSet):
