@@ -243,7 +243,13 @@ class FileNegotiation(negotiation.BaseContentNegotiation):
         summary="A project's statement for a month as its page shows it (the open "
         "period's live preview by default).",
         parameters=[
-            OpenApiParameter("project", str, required=True, description="The project's slug."),
+            OpenApiParameter(
+                "project",
+                str,
+                required=True,
+                description="The project's slug.",
+                pattern=r"^[-a-zA-Z0-9_]+$",  # a slug, never empty (that is a 400)
+            ),
             PERIOD,
         ],
         responses=StatementDetailSerializer,
