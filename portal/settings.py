@@ -350,6 +350,10 @@ PORTAL_PROVISIONING_TIMEOUT_SECONDS = env_int("PORTAL_PROVISIONING_TIMEOUT_SECON
 PORTAL_ORPHAN_POLICY = env_str("PORTAL_ORPHAN_POLICY", "report")
 if PORTAL_ORPHAN_POLICY not in {"report", "terminate", "adopt"}:
     raise ImproperlyConfigured("PORTAL_ORPHAN_POLICY must be report, terminate or adopt.")
+# L4: an orphan is handled (reported, terminated or adopted) only once two syncs at least
+# this far apart have seen it, and an instance whose row ended less than this long ago is
+# its termination on the way, never an orphan.
+PORTAL_ORPHAN_GRACE_SECONDS = env_int("PORTAL_ORPHAN_GRACE_SECONDS", 120)
 PORTAL_ADOPTED_LEASE_HOURS = env_int("PORTAL_ADOPTED_LEASE_HOURS", 8)
 # A termination the cloud keeps refusing is retried by every sync; after this many
 # failures admins are told the instance may still be billing.

@@ -50,8 +50,10 @@ def sync_region_task(account_id: int, region: str) -> None:
 
 @shared_task(acks_late=True, ignore_result=True)
 def sweep_launches_task() -> None:
-    """Launches whose worker died, or whose message was lost, sent again (L1)."""
+    """Launches and terminations whose worker died, or whose message was lost, sent
+    again (L1)."""
     recovery.sweep_launches()
+    recovery.sweep_terminations()
 
 
 @shared_task(acks_late=True, ignore_result=True)

@@ -14,6 +14,7 @@ from rental.models.leases import (
     SshKey,
     TerminationReason,
     Tier,
+    UnbilledCloudTime,
     UsageRecord,
     UtilizationSample,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "StorageInterval",
     "TerminationReason",
     "Tier",
+    "UnbilledCloudTime",
     "UsageRecord",
     "UtilizationRollup",
     "UtilizationSample",

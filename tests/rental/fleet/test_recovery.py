@@ -201,3 +201,62 @@ def test_it_keeps_a_failing_region_to_itself(f0c, cloud):
     assert shown.synced_at is None
     assert shown.sync_error.startswith("us-west-2: transient: InternalError")
     assert Reservation.objects.count() == 0
+
+
+# Terminations --------------------------------------------------------------------------
+
+
+def stopping(f0c, now=T0):
+    """A lease ended while running: billing stopped, its termination sent on commit."""
+    instance = submit(f0c, now=now).instances.get()
+    Instance.objects.filter(pk=instance.pk).update(
+        state=State.STOPPING, external_id="i-0123456789abcdef0", claimed_at=None
+    )
+    return instance
+
+
+@pytest.mark.parametrize("stale", [25, 40])
+def test_it_sends_again_a_termination_whose_worker_died(f0c, sent, settings, stale):
+    settings.PORTAL_LAUNCH_STALE_SECONDS = stale
+    instance = stopping(f0c)
+    # The first sweep after the row became stopping notes it: its termination was just sent.
+    assert recovery.sweep_terminations(now=T0) == []
+    assert recovery.sweep_terminations(now=T0 + timedelta(seconds=stale)) == []
+    assert recovery.sweep_terminations(now=T0 + timedelta(seconds=stale + 1)) == [instance.pk]
+    assert ("terminate_instance_task", instance.pk) in sent
+    # Once per stale-claim time while it waits, never on every sweep.
+    sent.clear()
+    assert recovery.sweep_terminations(now=T0 + timedelta(seconds=stale + 6)) == []
+    assert recovery.sweep_terminations(now=T0 + timedelta(seconds=2 * stale + 2)) == [instance.pk]
+
+
+def test_it_leaves_a_termination_being_worked_on_alone(f0c, sent, settings):
+    settings.PORTAL_LAUNCH_STALE_SECONDS = 25
+    instance = stopping(f0c)
+    Instance.objects.filter(pk=instance.pk).update(terminate_sent_at=T0 + timedelta(seconds=20))
+    assert recovery.sweep_terminations(now=T0 + timedelta(seconds=40)) == []
+    assert sent == []
+
+
+def test_it_never_sends_a_spot_termination_before_its_notice_ends(f0c, sent, settings):
+    settings.PORTAL_LAUNCH_STALE_SECONDS = 25
+    instance = stopping(f0c)
+    notice_end = T0 + timedelta(seconds=120)
+    Instance.objects.filter(pk=instance.pk).update(terminate_sent_at=notice_end)
+    for seconds in (0, 30, 60, 120, 145):
+        assert recovery.sweep_terminations(now=T0 + timedelta(seconds=seconds)) == [], seconds
+    assert recovery.sweep_terminations(now=notice_end + timedelta(seconds=26)) == [instance.pk]
+
+
+def test_it_sweeps_terminations_in_a_fixed_number_of_queries(
+    f0c, sent, django_assert_max_num_queries
+):
+    base = stopping(f0c)
+    for count in (2, 12):
+        for n in range(count - Instance.objects.count()):
+            base.pk, base.idempotency_key = None, ""
+            base.external_id = f"i-{count:04x}{n:013x}"
+            base.save()
+        Instance.objects.update(state=State.STOPPING, terminate_sent_at=T0)
+        with django_assert_max_num_queries(5):
+            assert len(recovery.sweep_terminations(now=T0 + timedelta(minutes=5))) == count
