@@ -128,7 +128,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Each request's id (X-Request-ID, or a new one) on its log lines and its answer.
     "portal.logs.RequestIdMiddleware",
-    # Outermost but one: every answer gets the policy, error pages and 400s included.
+    # Outside everything that answers but the HTTPS redirect: every answer gets the
+    # policy, error pages and 400s included.
     "portal.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",

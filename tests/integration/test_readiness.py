@@ -152,7 +152,7 @@ class Web:
                 return r.status, json.loads(r.read())
         except urllib.error.HTTPError as answer:
             return answer.code, json.loads(answer.read())
-        except (urllib.error.URLError, ConnectionError):
+        except (urllib.error.URLError, OSError):  # not listening yet, or no answer in time
             return 0, {}
 
     def stop(self) -> None:
