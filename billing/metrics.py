@@ -1,9 +1,10 @@
 """Billing's gauges for ``/metrics`` (``PORTAL_METRICS_FAMILIES``): each active project's
 month-to-date spend, as the periodic refresh last kept it (``billing.spend``), and how old
-that refresh is. One query. Prometheus's values are floats: the amounts are converted
-here, for display, and never computed with."""
+that refresh is. One query. The amounts are handed over as the Decimals they are;
+prometheus_client writes them as text (Prometheus keeps floats, for graphs only)."""
 
-from datetime import datetime
+from datetime import datetime, timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from prometheus_client.metrics_core import Metric
@@ -12,7 +13,8 @@ from billing.models import SpendSnapshot
 from billing.periods import period_start
 from portal.metrics import gauge
 
-INF = float("inf")
+NEVER = Decimal("Infinity")
+SECOND = timedelta(seconds=1)
 
 
 def families(*, now: datetime) -> list[Metric]:
@@ -31,7 +33,7 @@ def families(*, now: datetime) -> list[Metric]:
         .order_by("project__slug")
     )
     for slug, amount, _as_of in rows:
-        spend.add_metric([slug, settings.PORTAL_CURRENCY], float(amount))
+        spend.add_metric([slug, settings.PORTAL_CURRENCY], amount)
     newest = max((as_of for _slug, _amount, as_of in rows), default=None)
-    age.add_metric([], INF if newest is None else (now - newest).total_seconds())
+    age.add_metric([], NEVER if newest is None else (now - newest) // SECOND)
     return [spend, age]

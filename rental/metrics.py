@@ -3,6 +3,7 @@ queue, the sync, failed launches and orphans. Six aggregate queries, whatever th
 of rows; accounts and pools are labelled by name."""
 
 from datetime import datetime
+from decimal import Decimal
 
 from django.conf import settings
 from django.db.models import Count, Min, Q, Sum
@@ -147,7 +148,7 @@ def _orphans() -> list[Metric]:
     )
     statuses = (Orphan.Status.OPEN, Orphan.Status.TERMINATING, Orphan.Status.STUCK)
     found = dict.fromkeys(statuses, 0)
-    total = 0.0
+    total = Decimal("0")
     rows = (
         Orphan.objects.filter(status__in=statuses)
         .values_list("status")
@@ -156,7 +157,7 @@ def _orphans() -> list[Metric]:
     )
     for status, n, hourly in rows:
         found[status] = n
-        total += float(hourly or 0)
+        total += hourly or 0
     for status, n in found.items():
         count.add_metric([status], n)
     cost.add_metric([], total)
