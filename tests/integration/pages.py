@@ -2,13 +2,15 @@
 ``python -m tests.integration.pages`` against whatever database DATABASE_URL names (the
 backup test's restored copy). Each answer is its status, content type and body, with the
 one part that differs between two requests of the same page (the CSRF token) blanked.
+The other process must run with this one's DEBUG (pytest turns it off).
 """
 
 import json
 import re
 import sys
 
-CSRF = re.compile(r'(name="csrfmiddlewaretoken" value=")[^"]*(")')
+# A form's hidden field, and the header htmx sends (hx-headers on the body).
+CSRF = re.compile(r'(name="csrfmiddlewaretoken" value="|"X-CSRFToken": ")[^"]*(")')
 
 
 def snapshot(requests: list[tuple[str, str]]) -> dict[str, str]:

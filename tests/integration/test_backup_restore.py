@@ -93,6 +93,7 @@ def test_it_restores_a_dump_that_serves_the_same_statements_and_leases(f0, tmp_p
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "tests.settings",
             "DATABASE_URL": url,
+            "DEBUG": "true" if settings.DEBUG else "false",
             "SECRET_KEY": settings.SECRET_KEY,
             "PORTAL_ENCRYPTION_KEYS": ",".join(settings.PORTAL_ENCRYPTION_KEYS),
             "PORTAL_INSTALLATION_ID": settings.PORTAL_INSTALLATION_ID,

@@ -34,7 +34,7 @@ def _late(period: float, slack: float = 0) -> timedelta:
     return timedelta(seconds=health.MISSED_PERIODS * period + slack + 1)
 
 
-def test_it_answers_healthz_with_no_query_and_no_session(client, django_assert_num_queries):
+def test_it_answers_healthz_with_no_query_and_no_session(db, client, django_assert_num_queries):
     with django_assert_num_queries(0):
         response = client.get("/healthz")
     assert response.status_code == 200
