@@ -1,6 +1,6 @@
 """Rental's gauges for ``/metrics`` (``PORTAL_METRICS_FAMILIES``): instances, pools, the
-queue, the sync, failed launches and orphans. Six aggregate queries, whatever the number
-of rows; accounts and pools are labelled by name."""
+queue, the sync, failed launches, orphans and unbilled cloud time. Seven aggregate queries,
+whatever the number of rows; accounts and pools are labelled by name."""
 
 from datetime import datetime
 from decimal import Decimal
@@ -19,6 +19,7 @@ from rental.models import (
     Reservation,
     TerminationReason,
     Tier,
+    UnbilledCloudTime,
 )
 
 INF = float("inf")
@@ -28,6 +29,7 @@ def families(*, now: datetime) -> list[Metric]:
     return [
         *_instances(),
         *_pools(now),
+        *_unbilled(),
         *_sync(now),
         *_failed_launches(),
         *_orphans(),
@@ -95,6 +97,24 @@ def _pools(now: datetime) -> list[Metric]:
     for (pk, tier), gpus in held.items():
         in_use.add_metric([names[pk], tier], gpus)
     return [capacity, in_use, queued, oldest]
+
+
+def _unbilled() -> list[Metric]:
+    """Cloud time after billing stopped (``rental.fleet.unbilled``), per pool, since the
+    first row: a counter, read with ``increase()`` over the window wanted."""
+    unbilled = CounterMetricFamily(
+        "portal_unbilled_gpu_seconds",
+        "GPU-seconds the cloud ran after the lease's billing stopped (the platform pays).",
+        labels=["pool"],
+    )
+    rows = (
+        UnbilledCloudTime.objects.values_list("gpu_model__name")
+        .annotate(total=Sum("gpu_seconds"))
+        .order_by("gpu_model__name")
+    )
+    for pool, total in rows:
+        unbilled.add_metric([pool], total)
+    return [unbilled]
 
 
 def _sync(now: datetime) -> list[Metric]:

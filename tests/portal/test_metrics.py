@@ -19,7 +19,15 @@ from billing.models import SpendSnapshot
 from billing.periods import period_start
 from portal import metrics
 from portal.models import Heartbeat
-from rental.models import Instance, Orphan, Pool, RegionSync, Reservation, TerminationReason
+from rental.models import (
+    Instance,
+    Orphan,
+    Pool,
+    RegionSync,
+    Reservation,
+    TerminationReason,
+    UnbilledCloudTime,
+)
 from tests import factories
 from tests.billing.helpers import lease, run
 
@@ -49,19 +57,20 @@ def scrape_from_anywhere(settings):
 
 def _world(f0, now):
     """Two pools, leases holding GPUs in two tiers, two queued, live and failed
-    instances, two regions (one never synced and failing), orphans and a spend."""
+    instances, two regions (one never synced and failing), orphans, unbilled cloud time
+    and a spend."""
     h100 = factories.gpu_model("H100 80GB")
     Pool.objects.create(gpu_model=h100, capacity=4)
     run(lease(f0, f0.alpha, tier="guaranteed", gpus=2, status="active"), start=now, gpus=2)
     run(lease(f0, f0.beta, tier="burst", gpus=1, status="ending"), start=now)
-    run(lease(f0, f0.beta, tier="burst"), start=now - timedelta(hours=3), hours=1)  # ended
+    ended_run = run(lease(f0, f0.beta, tier="burst"), start=now - timedelta(hours=3), hours=1)
     for minutes in (120, 30):
         queued = lease(f0, f0.gamma, tier="", status="queued")
         Reservation.objects.filter(pk=queued.pk).update(
             submitted_at=now - timedelta(minutes=minutes)
         )
     failed = lease(f0, f0.gamma, status="failed")
-    Instance.objects.create(
+    failed_instance = Instance.objects.create(
         reservation=failed,
         account=f0.account,
         offering=f0.offering,
@@ -93,6 +102,18 @@ def _world(f0, now):
         as_of=now - timedelta(seconds=30),
     )
     Heartbeat.objects.create(name=Heartbeat.BEAT, at=now - timedelta(seconds=10))
+    # Cloud time after billing stopped: 40 s of the ended run, 5 s of the failed one.
+    for instance, seconds in ((ended_run.instance, 40), (failed_instance, 5)):
+        UnbilledCloudTime.objects.create(
+            instance=instance,
+            gpu_model=f0.model,
+            gpu_count=instance.gpu_count,
+            market="on_demand",
+            start=now - timedelta(hours=1),
+            end=now - timedelta(hours=1) + timedelta(seconds=seconds),
+            gpu_seconds=instance.gpu_count * seconds,
+            rate=Decimal("2.50"),
+        )
 
 
 def test_it_exposes_the_portals_gauges(f0, settings):
@@ -121,6 +142,7 @@ def test_it_exposes_the_portals_gauges(f0, settings):
     assert value(found, "portal_orphans", status="stuck") == 1
     assert value(found, "portal_orphans", status="terminating") == 0
     assert value(found, "portal_orphans_hourly_cost") == pytest.approx(4.20)
+    assert value(found, "portal_unbilled_gpu_seconds_total", pool="A100 80GB") == 45
     assert value(found, "portal_spend_month_to_date", project="alpha", currency="USD") == 123.45
     assert (
         "portal_spend_month_to_date",
@@ -145,13 +167,13 @@ def test_it_says_never_when_nothing_has_run_yet(db):
 
 def test_it_computes_the_gauges_in_a_fixed_number_of_queries(f0, django_assert_num_queries):
     now = timezone.now()
-    with django_assert_num_queries(8):
+    with django_assert_num_queries(9):
         metrics.exposition(now=now)
     _world(f0, now)
     for n in range(5):
         run(lease(f0, f0.gamma, tier="burst", status="active"), start=now)
         RegionSync.objects.create(account=f0.account, region=f"ap-south-{n}")
-    with django_assert_num_queries(8):
+    with django_assert_num_queries(9):
         found = samples(metrics.exposition(now=now).decode())
     assert value(found, "portal_live_instances", account="Test cloud", region="us-east-1") == 7
 
