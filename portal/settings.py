@@ -7,6 +7,7 @@ encryption keys, and turns on every secure-transport setting. Bad values fail
 loudly at start-up, never silently fall back.
 """
 
+import ipaddress
 import json
 import os
 import secrets
@@ -115,14 +116,20 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
+    "django_prometheus",
     "portal.apps.PortalConfig",
     "rental.apps.RentalConfig",
     "billing.apps.BillingConfig",
 ]
 
 MIDDLEWARE = [
+    # Outermost: every request is counted and timed for /metrics (django-prometheus).
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    # Outermost but one: every answer gets the policy, error pages and 400s included.
+    # Each request's id (X-Request-ID, or a new one) on its log lines and its answer.
+    "portal.logs.RequestIdMiddleware",
+    # Outside everything that answers but the HTTPS redirect: every answer gets the
+    # policy, error pages and 400s included.
     "portal.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -136,10 +143,12 @@ MIDDLEWARE = [
     # Before every view, after everything its 400 page needs (language, user, messages).
     "portal.middleware.RejectNulBytesMiddleware",
     "portal.errors.DomainErrorMiddleware",
+    # Innermost: the answer's view and status for /metrics (django-prometheus).
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
 if PRODUCTION:  # gunicorn serves the collected static files itself
-    MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")
+    MIDDLEWARE.insert(2, "whitenoise.middleware.WhiteNoiseMiddleware")
 
 ROOT_URLCONF = "portal.urls"
 WSGI_APPLICATION = "portal.wsgi.application"
@@ -170,6 +179,21 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The demo's web, worker and beat share one file; wait for the writer instead of failing.
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
+    )
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # A server that does not answer fails the connection (and /readyz) after this long,
+    # instead of holding a request for the operating system's TCP timeout.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+        "connect_timeout", env_int("DATABASE_CONNECT_TIMEOUT", 5)
+    )
+# Query counts, durations and errors for /metrics: django-prometheus's wrapper of the
+# same backend (psycopg 3 or SQLite), nothing else changes.
+if DATABASES["default"]["ENGINE"] in {
+    "django.db.backends.postgresql",
+    "django.db.backends.sqlite3",
+}:
+    DATABASES["default"]["ENGINE"] = (
+        "django_prometheus.db.backends." + (DATABASES["default"]["ENGINE"].rsplit(".", 1)[1])
     )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -278,7 +302,17 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TIMEZONE = "UTC"
+# Beat's heartbeat (portal.health, /readyz): how often beat sends it to a worker.
+PORTAL_BEAT_HEARTBEAT_SECONDS = env_int("PORTAL_BEAT_HEARTBEAT_SECONDS", 30)
+if PORTAL_BEAT_HEARTBEAT_SECONDS < 1:
+    raise ImproperlyConfigured("PORTAL_BEAT_HEARTBEAT_SECONDS must be at least 1.")
 CELERY_BEAT_SCHEDULE = {
+    "record-beat": {
+        "task": "portal.tasks.record_beat_task",
+        "schedule": float(PORTAL_BEAT_HEARTBEAT_SECONDS),
+        # A heartbeat queued while no worker ran is dropped, not run late.
+        "options": {"expires": float(PORTAL_BEAT_HEARTBEAT_SECONDS)},
+    },
     "sync-instances": {
         "task": "rental.tasks.sync_instances_task",
         "schedule": float(env_int("PORTAL_SYNC_INTERVAL", 30)),
@@ -486,11 +520,26 @@ PORTAL_SESSION_MAX_SECONDS = env_int("PORTAL_SESSION_MAX_SECONDS", 24 * 3600)
 SESSION_COOKIE_AGE = PORTAL_SESSION_MAX_SECONDS
 X_FRAME_OPTIONS = "DENY"
 
+# Log lines as text, or one JSON object a line (portal.logs.JsonFormatter) for a log
+# collector. Either way each line written while a request is served carries its id.
+PORTAL_LOG_FORMAT = env_str("PORTAL_LOG_FORMAT", "plain")
+if PORTAL_LOG_FORMAT not in {"plain", "json"}:
+    raise ImproperlyConfigured("PORTAL_LOG_FORMAT must be plain or json.")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"request_id": {"()": "portal.logs.RequestIdFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(request_id)s %(message)s"},
+        "json": {"()": "portal.logs.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": PORTAL_LOG_FORMAT,
+            "filters": ["request_id"],
+        }
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # The SDK logs request headers at DEBUG; never let them reach a log line.
     "loggers": {
@@ -499,6 +548,10 @@ LOGGING = {
         "urllib3": {"level": "WARNING"},
     },
 }
+
+# Celery workers and beat log through the handler above too (so in JSON when asked),
+# instead of replacing the root logger's handlers with Celery's own.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = PORTAL_LOG_FORMAT == "plain"
 
 # The dashboard is a shell; each app serves its own panel as an HTMX partial.
 PORTAL_DASHBOARD_PANELS = ["rental:panel_leases", "rental:panel_approvals", "billing:panel_spend"]
@@ -541,6 +594,44 @@ CELERY_BEAT_SCHEDULE["expire-stopped-leases"] = {
     "task": "rental.tasks.expire_stopped_leases_task",
     "schedule": 3600.0,
 }
+
+# An operator's view (docs/operations.md, "Health, metrics and logs").
+# /readyz: how long the broker's ping may take to connect, and again to answer (seconds);
+# then the checks that read the database, each a function (*, now) -> portal.health.Check.
+PORTAL_READY_BROKER_TIMEOUT = env_int("PORTAL_READY_BROKER_TIMEOUT", 1)
+if PORTAL_READY_BROKER_TIMEOUT < 1:
+    raise ImproperlyConfigured("PORTAL_READY_BROKER_TIMEOUT must be at least 1 (seconds).")
+PORTAL_READINESS_CHECKS = ["portal.health.beat", "rental.health.sync"]
+# /metrics: who may read it. A scraper that sends "Authorization: Bearer <token>", or one
+# whose own address (REMOTE_ADDR, never a forwarded header) is in these networks. In
+# production neither is set by default, and /metrics answers 404.
+PORTAL_METRICS_TOKEN = env_str("PORTAL_METRICS_TOKEN")
+if PORTAL_METRICS_TOKEN and len(PORTAL_METRICS_TOKEN) < 24:
+    raise ImproperlyConfigured(
+        "PORTAL_METRICS_TOKEN must be at least 24 characters: "
+        'python -c "import secrets; print(secrets.token_urlsafe(32))"'
+    )
+PORTAL_METRICS_ADDRESSES = env_list(
+    "PORTAL_METRICS_ADDRESSES", "" if PRODUCTION else "127.0.0.1,::1"
+)
+try:
+    PORTAL_METRICS_NETWORKS = [
+        ipaddress.ip_network(item, strict=False) for item in PORTAL_METRICS_ADDRESSES
+    ]
+except ValueError:
+    raise ImproperlyConfigured(
+        "PORTAL_METRICS_ADDRESSES must list IP addresses or networks, e.g. 10.0.0.0/8,::1."
+    ) from None
+# The portal's own gauges, computed from the database at each scrape: each a function
+# (*, now) -> a list of prometheus_client metric families.
+PORTAL_METRICS_FAMILIES = [
+    "portal.metrics.families",
+    "rental.metrics.families",
+    "billing.metrics.families",
+]
+# The probes and the scrape answer over plain HTTP too (inside the network, from the
+# orchestrator or Prometheus), not with a redirect to HTTPS.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 
 # Data volumes (issue 8.9): the largest volume a member may create, in GB (EBS gp3: 16 TiB).
 PORTAL_VOLUME_MAX_GB = env_int("PORTAL_VOLUME_MAX_GB", 16384)
