@@ -57,8 +57,7 @@ def sweep_launches(*, now: datetime | None = None) -> list[int]:
     ids = list(lost.values_list("pk", flat=True))
     if ids:
         Instance.objects.filter(pk__in=ids, state=State.REQUESTED).update(next_attempt_at=now)
-        for pk in ids:
-            jobs.provision_now(pk)
+        jobs.provision_now(ids)
     return ids
 
 

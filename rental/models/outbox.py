@@ -39,7 +39,3 @@ class OutboxMessage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task}{tuple(self.args)}"
-
-    @property
-    def pending(self) -> bool:
-        return self.sent_at is None
