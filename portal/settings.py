@@ -307,6 +307,11 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "store_processed": False,
     }
 elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    if CELERY_BROKER_URL.startswith("redis://"):
+        # kombu's Redis transport with a worker that reconnects after losing Redis
+        # mid-task instead of stopping (portal.broker). (rediss:// keeps kombu's own: its
+        # TLS defaults are chosen by the scheme's name.)
+        CELERY_BROKER_TRANSPORT = "portal.broker:Transport"
     # A message taken by a worker that dies stays invisible for this long (Redis's default
     # is an hour). Nothing waits on it: the launch sweep (below) finds a dead launch from
     # its row within 30 s, and a redelivered duplicate finds nothing to claim. It must
