@@ -134,9 +134,9 @@ def start_on_commit(instance_ids: Iterable[int]) -> None:
     _send("start_instances_task", list(instance_ids))
 
 
-def terminate_now(instance_id: int) -> None:
-    """Outside a transaction: send a termination (a duplicate finds nothing to stop)."""
-    _send("terminate_instance_task", instance_id)
+def terminate_now(instance_ids: Iterable[int]) -> None:
+    """Outside a transaction: send terminations (a duplicate finds nothing to stop)."""
+    _keep([_message("terminate_instance_task", pk) for pk in instance_ids])
 
 
 def save_image_on_commit(image_id: int) -> None:

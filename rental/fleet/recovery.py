@@ -91,8 +91,7 @@ def sweep_terminations(*, now: datetime | None = None) -> list[int]:
         )
         if ids:
             Instance.objects.filter(pk__in=ids).update(terminate_sent_at=now)
-    for pk in ids:
-        jobs.terminate_now(pk)
+    jobs.terminate_now(ids)
     return ids
 
 
