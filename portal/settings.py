@@ -173,6 +173,9 @@ DATABASES = {
     "default": dj_database_url.parse(
         env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'demo.sqlite3'}"),
         conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60 if PRODUCTION else 0),
+        # A kept connection is checked before a request or task reuses it, so a restarted
+        # PostgreSQL costs only the requests that were in flight (they answer 503).
+        conn_health_checks=env_bool("DATABASE_CONN_HEALTH_CHECKS", True),
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -205,9 +208,31 @@ if PRODUCTION and not _redis_url:
         "REDIS_URL must be set when PORTAL_ENV=production (a shared cache for the login "
         "and API throttle counters)."
     )
+# Seconds to connect to Redis (the cache and the broker) and, for the cache, to wait for an
+# answer: a dead or unreachable Redis costs a request at most this long.
+PORTAL_REDIS_TIMEOUT_SECONDS = env_int("PORTAL_REDIS_TIMEOUT_SECONDS", 1)
+# After Redis failed, a process leaves it alone this long (portal.outages): the cache
+# answers as empty and new work waits in the outbox, without a connection attempt each time.
+PORTAL_OUTAGE_RETRY_SECONDS = env_int("PORTAL_OUTAGE_RETRY_SECONDS", 5)
+# Retry-After on a 503 (the database or another service could not answer).
+PORTAL_RETRY_AFTER_SECONDS = env_int("PORTAL_RETRY_AFTER_SECONDS", 5)
+for _name in ("PORTAL_REDIS_TIMEOUT_SECONDS", "PORTAL_RETRY_AFTER_SECONDS"):
+    if globals()[_name] < 1:
+        raise ImproperlyConfigured(f"{_name} must be at least 1 (seconds).")
+if PORTAL_OUTAGE_RETRY_SECONDS < 0:
+    raise ImproperlyConfigured("PORTAL_OUTAGE_RETRY_SECONDS must not be negative.")
 CACHES = {
     "default": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _redis_url}
+        {
+            # Django's RedisCache that answers as an empty cache while Redis is down, so
+            # the throttles fail open instead of failing the request (portal.cache).
+            "BACKEND": "portal.cache.FailOpenRedisCache",
+            "LOCATION": _redis_url,
+            "OPTIONS": {
+                "socket_connect_timeout": PORTAL_REDIS_TIMEOUT_SECONDS,
+                "socket_timeout": PORTAL_REDIS_TIMEOUT_SECONDS,
+            },
+        }
         if _redis_url
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     )
@@ -282,6 +307,11 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "store_processed": False,
     }
 elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    if CELERY_BROKER_URL.startswith("redis://"):
+        # kombu's Redis transport with a worker that reconnects after losing Redis
+        # mid-task instead of stopping (portal.broker). (rediss:// keeps kombu's own: its
+        # TLS defaults are chosen by the scheme's name.)
+        CELERY_BROKER_TRANSPORT = "portal.broker:Transport"
     # A message taken by a worker that dies stays invisible for this long (Redis's default
     # is an hour). Nothing waits on it: the launch sweep (below) finds a dead launch from
     # its row within 30 s, and a redelivered duplicate finds nothing to claim. It must
@@ -289,8 +319,27 @@ elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # rental.fleet.retry) and the longest eta (a spot notice, 2 minutes), or Redis would
     # hand a waiting message to a second worker before it is due: 6 minutes.
     CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "visibility_timeout": env_int("PORTAL_BROKER_VISIBILITY_TIMEOUT", 360)
+        "visibility_timeout": env_int("PORTAL_BROKER_VISIBILITY_TIMEOUT", 360),
+        # A dead Redis is noticed at once rather than after the system's TCP timeouts; the
+        # command timeout must exceed the worker's 1 s wait for a message (BRPOP).
+        "socket_connect_timeout": PORTAL_REDIS_TIMEOUT_SECONDS,
+        "socket_timeout": PORTAL_REDIS_TIMEOUT_SECONDS + 5,
     }
+# Publishing fails fast: one connection attempt of PORTAL_REDIS_TIMEOUT_SECONDS and one
+# immediate retry (a pooled connection from before a Redis restart fails once), then the
+# message stays in the outbox for the sweep (rental.jobs). A request never waits on a
+# dead broker.
+CELERY_BROKER_CONNECTION_TIMEOUT = PORTAL_REDIS_TIMEOUT_SECONDS
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 1,
+    "interval_start": 0,
+    "interval_step": 0.2,
+    "interval_max": 0.2,
+}
+# Workers and beat wait for the broker at start and reconnect after losing it, however
+# long it is away (Celery's default gives up after 100 attempts).
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_TASK_ALWAYS_EAGER = False
 # A task is acknowledged when it has finished, not when it starts: a worker killed mid-task
 # leaves the message to be delivered again (every task is idempotent: claims by conditional
@@ -327,6 +376,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "rental.tasks.sweep_launches_task",
         "schedule": float(env_int("PORTAL_LAUNCH_SWEEP_INTERVAL", 5)),
     },
+    # Work for Celery that the broker could not take when its change committed (the
+    # outbox, rental.jobs), sent oldest first; sent rows are pruned after a while.
+    "send-outbox": {
+        "task": "rental.tasks.send_outbox_task",
+        "schedule": float(env_int("PORTAL_OUTBOX_SWEEP_INTERVAL", 5)),
+    },
     # Due times are rows; this sweep acts on them even after a worker restart (Q8, R4).
     "process-due": {
         "task": "rental.tasks.process_due_task",
@@ -350,6 +405,12 @@ PORTAL_MAX_LEASE_HOURS = env_int("PORTAL_MAX_LEASE_HOURS", 168)
 PORTAL_MAX_PENDING_PER_USER = env_int("PORTAL_MAX_PENDING_PER_USER", 10)
 PORTAL_PREEMPTION_NOTICE_SECONDS = env_int("PORTAL_PREEMPTION_NOTICE_SECONDS", 120)
 PORTAL_MINIMUM_BILLED_SECONDS = env_int("PORTAL_MINIMUM_BILLED_SECONDS", 60)
+# Sent outbox rows are kept this long (to see what was sent when), then deleted.
+PORTAL_OUTBOX_RETENTION_HOURS = env_int("PORTAL_OUTBOX_RETENTION_HOURS", 24)
+if PORTAL_OUTBOX_RETENTION_HOURS < 1 or CELERY_BEAT_SCHEDULE["send-outbox"]["schedule"] < 1:
+    raise ImproperlyConfigured(
+        "PORTAL_OUTBOX_RETENTION_HOURS and PORTAL_OUTBOX_SWEEP_INTERVAL must be at least 1."
+    )
 # Every cloud call is bounded: 2 s to connect, 10 s to read an answer (RunInstances and a
 # describe page answer in 1-3 s on EC2), and no retry inside botocore (the tasks retry
 # with backoff and fail over; a second SDK attempt would double the bound below).

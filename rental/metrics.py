@@ -1,6 +1,6 @@
 """Rental's gauges for ``/metrics`` (``PORTAL_METRICS_FAMILIES``): instances, pools, the
-queue, the sync, failed launches, orphans and unbilled cloud time. Seven aggregate queries,
-whatever the number of rows; accounts and pools are labelled by name."""
+queue, the sync, failed launches, orphans, unbilled cloud time and the outbox. Eight
+aggregate queries, whatever the number of rows; accounts and pools are labelled by name."""
 
 from datetime import datetime
 from decimal import Decimal
@@ -15,6 +15,7 @@ from rental.models import (
     GpuModel,
     Instance,
     Orphan,
+    OutboxMessage,
     RegionSync,
     Reservation,
     TerminationReason,
@@ -33,6 +34,7 @@ def families(*, now: datetime) -> list[Metric]:
         *_sync(now),
         *_failed_launches(),
         *_orphans(),
+        *_outbox(now),
     ]
 
 
@@ -182,3 +184,20 @@ def _orphans() -> list[Metric]:
         count.add_metric([status], n)
     cost.add_metric([], total)
     return [count, cost]
+
+
+def _outbox(now: datetime) -> list[Metric]:
+    """Work for Celery not yet handed to the broker (``rental.jobs``): none for long except
+    while the broker is down or no beat runs the outbox sweep."""
+    pending = gauge("portal_outbox_pending", "Messages for Celery waiting in the outbox.")
+    oldest = gauge(
+        "portal_outbox_oldest_pending_seconds",
+        "Seconds since the oldest message waiting in the outbox was written (0: none).",
+    )
+    found = OutboxMessage.objects.filter(sent_at__isnull=True).aggregate(
+        n=Count("pk"), since=Min("created")
+    )
+    pending.add_metric([], found["n"])
+    since = found["since"]
+    oldest.add_metric([], 0 if since is None else max((now - since).total_seconds(), 0))
+    return [pending, oldest]

@@ -7,7 +7,7 @@ from django.db import connection
 
 from tests import factories, servers
 
-pytest_plugins = ["tests.fixtures_cloud", "tests.fixtures_worker"]
+pytest_plugins = ["tests.fixtures_cloud", "tests.fixtures_worker", "tests.fixtures_outages"]
 
 
 def pytest_configure(config):

@@ -57,8 +57,7 @@ def sweep_launches(*, now: datetime | None = None) -> list[int]:
     ids = list(lost.values_list("pk", flat=True))
     if ids:
         Instance.objects.filter(pk__in=ids, state=State.REQUESTED).update(next_attempt_at=now)
-        for pk in ids:
-            jobs.provision_now(pk)
+        jobs.provision_now(ids)
     return ids
 
 
@@ -92,8 +91,7 @@ def sweep_terminations(*, now: datetime | None = None) -> list[int]:
         )
         if ids:
             Instance.objects.filter(pk__in=ids).update(terminate_sent_at=now)
-    for pk in ids:
-        jobs.terminate_now(pk)
+    jobs.terminate_now(ids)
     return ids
 
 

@@ -79,8 +79,7 @@ def start_sync(*, now: datetime | None = None) -> list[tuple[int, str]]:
     slow or failing region delays no other), then the launches past their timeout."""
     now = now or timezone.now()
     pairs = sync_plan()
-    for account_id, region in pairs:
-        jobs.sync_region(account_id, region)
+    jobs.sync_regions(pairs)
     _time_out_launches(now)
     return pairs
 

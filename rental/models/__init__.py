@@ -18,6 +18,7 @@ from rental.models.leases import (
     UsageRecord,
     UtilizationSample,
 )
+from rental.models.outbox import OutboxMessage
 from rental.models.storage import StorageInterval
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "Market",
     "Offering",
     "Orphan",
+    "OutboxMessage",
     "Pool",
     "Priority",
     "ProviderAccount",

@@ -22,6 +22,7 @@ from portal.models import Heartbeat
 from rental.models import (
     Instance,
     Orphan,
+    OutboxMessage,
     Pool,
     RegionSync,
     Reservation,
@@ -102,6 +103,14 @@ def _world(f0, now):
         as_of=now - timedelta(seconds=30),
     )
     Heartbeat.objects.create(name=Heartbeat.BEAT, at=now - timedelta(seconds=10))
+    # Work for Celery: two messages waiting since the broker went down 90 s ago, one sent.
+    for seconds, sent in ((90, None), (20, None), (200, now)):
+        OutboxMessage.objects.create(
+            task="rental.tasks.provision_instance_task",
+            args=[seconds],
+            created=now - timedelta(seconds=seconds),
+            sent_at=sent,
+        )
     # Cloud time after billing stopped: 40 s of the ended run, 5 s of the failed one.
     for instance, seconds in ((ended_run.instance, 40), (failed_instance, 5)):
         UnbilledCloudTime.objects.create(
@@ -154,6 +163,8 @@ def test_it_exposes_the_portals_gauges(f0, settings):
         value(found, "portal_beat_heartbeat_period_seconds")
         == settings.PORTAL_BEAT_HEARTBEAT_SECONDS
     )
+    assert value(found, "portal_outbox_pending") == 2
+    assert value(found, "portal_outbox_oldest_pending_seconds") == 90
     # The rows stay as they were: a scrape writes nothing.
     assert Reservation.objects.filter(status="queued").count() == 2
 
@@ -163,17 +174,19 @@ def test_it_says_never_when_nothing_has_run_yet(db):
     assert value(found, "portal_beat_heartbeat_age_seconds") == INF
     assert value(found, "portal_spend_snapshot_age_seconds") == INF
     assert value(found, "portal_failed_launches_total") == 0
+    assert value(found, "portal_outbox_pending") == 0
+    assert value(found, "portal_outbox_oldest_pending_seconds") == 0
 
 
 def test_it_computes_the_gauges_in_a_fixed_number_of_queries(f0, django_assert_num_queries):
     now = timezone.now()
-    with django_assert_num_queries(9):
+    with django_assert_num_queries(10):
         metrics.exposition(now=now)
     _world(f0, now)
     for n in range(5):
         run(lease(f0, f0.gamma, tier="burst", status="active"), start=now)
         RegionSync.objects.create(account=f0.account, region=f"ap-south-{n}")
-    with django_assert_num_queries(9):
+    with django_assert_num_queries(10):
         found = samples(metrics.exposition(now=now).decode())
     assert value(found, "portal_live_instances", account="Test cloud", region="us-east-1") == 7
 

@@ -88,3 +88,14 @@ def test_it_keeps_metrics_closed_in_production_until_a_token_or_address_is_set()
     assert "open False" in closed.stdout
     opened = manage("shell", "-c", said, **PRODUCTION, PORTAL_METRICS_ADDRESSES="10.0.0.0/8")
     assert "open True" in opened.stdout
+
+
+def test_it_refuses_outage_timings_that_cannot_work():
+    for name, value, says in (
+        ("PORTAL_REDIS_TIMEOUT_SECONDS", "0", "PORTAL_REDIS_TIMEOUT_SECONDS must be at least 1"),
+        ("PORTAL_OUTAGE_RETRY_SECONDS", "-1", "PORTAL_OUTAGE_RETRY_SECONDS must not be negative"),
+        ("PORTAL_OUTBOX_SWEEP_INTERVAL", "0", "PORTAL_OUTBOX_SWEEP_INTERVAL must be at least 1"),
+    ):
+        result = manage("check", **{**PRODUCTION, name: value})
+        assert result.returncode != 0, name
+        assert says in result.stderr
