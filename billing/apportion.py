@@ -40,6 +40,8 @@ SHARED_RESIDUAL = "shared_residual"
 ADJUSTMENT = "adjustment"
 CREDIT = "credit"
 TIERS_COVERED_BY_COMMITMENT = frozenset({"guaranteed"})
+# A platform line's ``why`` for cloud time after billing stopped (billing.statements).
+UNBILLED = "unbilled"
 
 
 @dataclass(frozen=True, order=True)
@@ -108,7 +110,7 @@ class ReservedWindow:
     exchange_rate_id: int = 0
 
 
-def _effective_price(amount: Decimal, gpu_seconds: int) -> Decimal:
+def effective_price(amount: Decimal, gpu_seconds: int) -> Decimal:
     if not gpu_seconds:
         return Decimal("0")
     return (amount * SECONDS_PER_HOUR / gpu_seconds).quantize(RATE_PLACES, rounding=ROUND_HALF_UP)
@@ -271,7 +273,7 @@ def _committed_line(
         % {"model": pool.gpu_model_name, "g": guaranteed},
         gpu_model_id=pool.gpu_model_id,
         gpu_seconds=seconds,
-        unit_price=_effective_price(amount, seconds),
+        unit_price=effective_price(amount, seconds),
         references=refs,
     )
 
@@ -305,7 +307,7 @@ def _split_burst_residual(
             gpu_model_id=pool.gpu_model_id,
             tier="burst",
             gpu_seconds=burst[project_id],
-            unit_price=_effective_price(parts[project_id], burst[project_id]),
+            unit_price=effective_price(parts[project_id], burst[project_id]),
             references={
                 **refs,
                 "burst_gpu_seconds": burst[project_id],
@@ -425,7 +427,7 @@ def _by_usage(
         )
         for index, line in enumerate(mine):
             line.amount = parts[index]
-            line.unit_price = _effective_price(line.amount, line.gpu_seconds)
+            line.unit_price = effective_price(line.amount, line.gpu_seconds)
             line.references = {
                 **line.references,
                 **refs,

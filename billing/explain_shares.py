@@ -131,6 +131,8 @@ def platform(line: Any, context: Context, result: Explanation) -> None:
         "residual": money_ref(refs, "R") if "R" in refs else money(line.amount),
         "fixed": money_ref(refs, "F"),
         "pot": money_ref(refs, "pot") if "pot" in refs else money(line.amount),
+        "hours": hours_of(int(refs.get("gpu_seconds") or 0)),
+        "instances": refs.get("instances", 0),
     }
     messages = {
         "policy": _(
@@ -150,6 +152,12 @@ def platform(line: Any, context: Context, result: Explanation) -> None:
         "no_usage": _(
             "Nobody used the %(model)s pool %(span)s, so its cost, %(pot)s, has no usage to "
             "be split over and is the platform's overhead."
+        ),
+        "unbilled": _(
+            "Instances of the %(model)s pool ran %(hours)s GPU-hours in the cloud %(span)s "
+            "after their billing had stopped (between a lease's end and the cloud's own "
+            "termination time, %(instances)s instances). The cloud charges it and no project "
+            "does, so the platform carries %(pot)s."
         ),
     }
     message = messages.get(

@@ -42,6 +42,7 @@ PLATFORM_WHY = {
     "no_burst": gettext_lazy("no burst usage to share it over"),
     "no_guarantee": gettext_lazy("no project has a guarantee"),
     "no_usage": gettext_lazy("no usage to split it over"),
+    "unbilled": gettext_lazy("cloud time after billing stopped"),
 }
 STORAGE_WHAT = {
     "volume": gettext_lazy("Data volumes"),

@@ -13,11 +13,21 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 from django.db import connection
+from django.utils.translation import gettext as _
 
-from billing.apportion import Line, PoolPeriod, ReservedWindow, UsageKey, apportion_pool
+from billing.apportion import (
+    SHARED_RESIDUAL,
+    UNBILLED,
+    Line,
+    PoolPeriod,
+    ReservedWindow,
+    UsageKey,
+    apportion_pool,
+    effective_price,
+)
 from billing.currency import RateTable, billing_currency, describe_rates
 from billing.models import UpfrontPayment
-from billing.money import largest_remainder, quantize
+from billing.money import gpu_seconds_cost, largest_remainder, quantize
 from billing.periods import (
     SECOND,
     aggregate_billed_seconds,
@@ -166,7 +176,8 @@ def compute_period(
         .select_related("pool")
     ):
         payments[payment.pool.gpu_model_id].append(payment)
-    model_ids = sorted(set(usage) | set(windows) | set(terms))
+    unbilled = _unbilled_by_model(start=start, covered_end=covered_end)
+    model_ids = sorted(set(usage) | set(windows) | set(terms) | set(unbilled))
     project_ids = {p for model in usage.values() for p in model} | {
         p for term in terms.values() for p in term.guarantees
     }
@@ -197,6 +208,8 @@ def compute_period(
             elapsed_seconds=elapsed,
         )
         lines = apportion_pool(pool, usage.get(model_id, {}), windows.get(model_id, []), labels)
+        if model_id in unbilled:
+            lines.append(_unbilled_line(pool, *unbilled[model_id]))
         if not lines:
             continue
         result.pools[model_id] = {**figures, "F": str(f), "mode": pool.mode}
@@ -213,6 +226,44 @@ def compute_period(
         describe_rates(project_lines, rates)
     _add_storage_lines(result, now=now)
     return result
+
+
+def _unbilled_by_model(
+    *, start: datetime, covered_end: datetime
+) -> dict[int, tuple[int, Decimal, int]]:
+    """Cloud time after billing stopped, per GPU model: GPU-seconds in the period, their
+    exact cost in the billing currency (at the rate of the instance's last usage), and
+    how many instances ran it."""
+    found: dict[int, tuple[int, Decimal, int]] = {}
+    currency = billing_currency()
+    for row in billing_reads.unbilled_for_period(start=start, end=covered_end):
+        seconds = _window_seconds(row["start"], row["end"], start, covered_end) * row["gpu_count"]
+        if not seconds:
+            continue
+        exchange = row["exchange_rate"] if row["currency"] != currency else Decimal(1)
+        before = found.get(row["gpu_model_id"], (0, Decimal(0), 0))
+        found[row["gpu_model_id"]] = (
+            before[0] + seconds,
+            before[1] + gpu_seconds_cost(seconds, row["rate"], exchange),
+            before[2] + 1,
+        )
+    return found
+
+
+def _unbilled_line(pool: PoolPeriod, gpu_seconds: int, cost: Decimal, instances: int) -> Line:
+    """The pool's cloud time after billing stopped: the platform's, no project's."""
+    amount = quantize(cost)
+    return Line(
+        project_id=None,
+        kind=SHARED_RESIDUAL,
+        amount=amount,
+        description=_("%(model)s: platform overhead (%(why)s)")
+        % {"model": pool.gpu_model_name, "why": _("cloud time after billing stopped")},
+        gpu_model_id=pool.gpu_model_id,
+        gpu_seconds=gpu_seconds,
+        unit_price=effective_price(amount, gpu_seconds),
+        references={"why": UNBILLED, "instances": instances},
+    )
 
 
 def _usage_key(row: dict) -> UsageKey:

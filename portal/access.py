@@ -6,12 +6,15 @@ finance reads everything. An object outside a user's reach is answered 404, so
 its existence is not revealed.
 """
 
+import hmac
+import ipaddress
 from typing import Any, TypeVar
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Model, QuerySet
-from django.http import Http404
+from django.http import Http404, HttpRequest
 
 from portal.models import FINANCE_GROUP, Membership, Project
 
@@ -160,3 +163,30 @@ def require_member(user: User, project: Project) -> None:
 def require_admin(user: User) -> None:
     if not is_admin(user):
         raise Http404
+
+
+# --- Operators' endpoints (docs/operations.md, "Health, metrics and logs") ------------------
+# /healthz and /readyz are public, like a load balancer's probe: they answer with checks'
+# names and plain words, never with data, hosts or credentials. /metrics is not.
+
+
+def metrics_open() -> bool:
+    """Whether /metrics answers anyone at all: a token or an address is configured."""
+    return bool(settings.PORTAL_METRICS_TOKEN or settings.PORTAL_METRICS_NETWORKS)
+
+
+def may_read_metrics(request: HttpRequest) -> bool:
+    """A scraper with the bearer token ``PORTAL_METRICS_TOKEN``, or one connecting from a
+    network of ``PORTAL_METRICS_ADDRESSES`` (its own address: a forwarded header is never
+    believed). Signing in gives no access: metrics are for machines."""
+    token = settings.PORTAL_METRICS_TOKEN
+    scheme, _sep, given = request.headers.get("Authorization", "").partition(" ")
+    if token and scheme == "Bearer" and hmac.compare_digest(given.strip().encode(), token.encode()):
+        return True
+    try:
+        address = ipaddress.ip_address(request.META.get("REMOTE_ADDR", ""))
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+        address = address.ipv4_mapped  # a dual-stack socket's view of an IPv4 peer
+    return any(address in network for network in settings.PORTAL_METRICS_NETWORKS)

@@ -13,10 +13,13 @@ from typing import Any
 from django import forms
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.db import DataError
+from django.db import DataError, InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.utils.translation import gettext_lazy as _
+from kombu.exceptions import OperationalError as BrokerUnreachable
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from portal import phrases
 from portal.phrases import Joined, Phrase, Text
@@ -81,6 +84,28 @@ class InvalidTransition(DomainError):
 class NotPermitted(DomainError):
     status = 403
     default_code = "not_permitted"
+
+
+# A service the portal needs did not answer: the database (down, restarting, a connection
+# lost, a lock or statement timeout), or Redis where nothing took its place. Asking again
+# later can succeed, so the answer is 503 with Retry-After, never a server error.
+UNAVAILABLE: tuple[type[Exception], ...] = (
+    OperationalError,
+    InterfaceError,
+    BrokerUnreachable,
+    RedisConnectionError,
+    RedisTimeoutError,
+)
+UNAVAILABLE_DETAIL = _("The portal cannot answer right now. Try again in a moment.")
+
+
+def unavailable(error: BaseException | None) -> bool:
+    """Whether ``error``, or an error that caused it, is a service out of reach."""
+    while error is not None:
+        if isinstance(error, UNAVAILABLE):
+            return True
+        error = error.__cause__
+    return False
 
 
 def put_on_form(

@@ -182,6 +182,24 @@ class ApiToken(models.Model):
         return self.revoked_at is None and self.expires_at > now
 
 
+class Heartbeat(models.Model):
+    """When a periodic process last showed that it runs, by name. Beat's heartbeat task
+    writes ``beat`` on a worker, so a fresh row says beat schedules and a worker takes
+    its tasks; ``/readyz`` compares its age with the task's period."""
+
+    BEAT = "beat"
+
+    name = models.CharField(_("name"), max_length=40, unique=True)
+    at = models.DateTimeField(_("at"))
+
+    class Meta:
+        verbose_name = _("heartbeat")
+        verbose_name_plural = _("heartbeats")
+
+    def __str__(self) -> str:
+        return f"{self.name} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+
 class LoginLock(models.Model):
     """An account locked after ``LOGIN_THROTTLE_ACCOUNT_ATTEMPTS`` failed logins from any
     addresses in one window (``portal.login_throttle``): every password is refused until

@@ -7,6 +7,7 @@ encryption keys, and turns on every secure-transport setting. Bad values fail
 loudly at start-up, never silently fall back.
 """
 
+import ipaddress
 import json
 import os
 import secrets
@@ -115,14 +116,20 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
+    "django_prometheus",
     "portal.apps.PortalConfig",
     "rental.apps.RentalConfig",
     "billing.apps.BillingConfig",
 ]
 
 MIDDLEWARE = [
+    # Outermost: every request is counted and timed for /metrics (django-prometheus).
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    # Outermost but one: every answer gets the policy, error pages and 400s included.
+    # Each request's id (X-Request-ID, or a new one) on its log lines and its answer.
+    "portal.logs.RequestIdMiddleware",
+    # Outside everything that answers but the HTTPS redirect: every answer gets the
+    # policy, error pages and 400s included.
     "portal.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -136,10 +143,12 @@ MIDDLEWARE = [
     # Before every view, after everything its 400 page needs (language, user, messages).
     "portal.middleware.RejectNulBytesMiddleware",
     "portal.errors.DomainErrorMiddleware",
+    # Innermost: the answer's view and status for /metrics (django-prometheus).
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
 if PRODUCTION:  # gunicorn serves the collected static files itself
-    MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")
+    MIDDLEWARE.insert(2, "whitenoise.middleware.WhiteNoiseMiddleware")
 
 ROOT_URLCONF = "portal.urls"
 WSGI_APPLICATION = "portal.wsgi.application"
@@ -164,12 +173,30 @@ DATABASES = {
     "default": dj_database_url.parse(
         env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'demo.sqlite3'}"),
         conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60 if PRODUCTION else 0),
+        # A kept connection is checked before a request or task reuses it, so a restarted
+        # PostgreSQL costs only the requests that were in flight (they answer 503).
+        conn_health_checks=env_bool("DATABASE_CONN_HEALTH_CHECKS", True),
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The demo's web, worker and beat share one file; wait for the writer instead of failing.
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
+    )
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # A server that does not answer fails the connection (and /readyz) after this long,
+    # instead of holding a request for the operating system's TCP timeout.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+        "connect_timeout", env_int("DATABASE_CONNECT_TIMEOUT", 5)
+    )
+# Query counts, durations and errors for /metrics: django-prometheus's wrapper of the
+# same backend (psycopg 3 or SQLite), nothing else changes.
+if DATABASES["default"]["ENGINE"] in {
+    "django.db.backends.postgresql",
+    "django.db.backends.sqlite3",
+}:
+    DATABASES["default"]["ENGINE"] = (
+        "django_prometheus.db.backends." + (DATABASES["default"]["ENGINE"].rsplit(".", 1)[1])
     )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -181,9 +208,31 @@ if PRODUCTION and not _redis_url:
         "REDIS_URL must be set when PORTAL_ENV=production (a shared cache for the login "
         "and API throttle counters)."
     )
+# Seconds to connect to Redis (the cache and the broker) and, for the cache, to wait for an
+# answer: a dead or unreachable Redis costs a request at most this long.
+PORTAL_REDIS_TIMEOUT_SECONDS = env_int("PORTAL_REDIS_TIMEOUT_SECONDS", 1)
+# After Redis failed, a process leaves it alone this long (portal.outages): the cache
+# answers as empty and new work waits in the outbox, without a connection attempt each time.
+PORTAL_OUTAGE_RETRY_SECONDS = env_int("PORTAL_OUTAGE_RETRY_SECONDS", 5)
+# Retry-After on a 503 (the database or another service could not answer).
+PORTAL_RETRY_AFTER_SECONDS = env_int("PORTAL_RETRY_AFTER_SECONDS", 5)
+for _name in ("PORTAL_REDIS_TIMEOUT_SECONDS", "PORTAL_RETRY_AFTER_SECONDS"):
+    if globals()[_name] < 1:
+        raise ImproperlyConfigured(f"{_name} must be at least 1 (seconds).")
+if PORTAL_OUTAGE_RETRY_SECONDS < 0:
+    raise ImproperlyConfigured("PORTAL_OUTAGE_RETRY_SECONDS must not be negative.")
 CACHES = {
     "default": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _redis_url}
+        {
+            # Django's RedisCache that answers as an empty cache while Redis is down, so
+            # the throttles fail open instead of failing the request (portal.cache).
+            "BACKEND": "portal.cache.FailOpenRedisCache",
+            "LOCATION": _redis_url,
+            "OPTIONS": {
+                "socket_connect_timeout": PORTAL_REDIS_TIMEOUT_SECONDS,
+                "socket_timeout": PORTAL_REDIS_TIMEOUT_SECONDS,
+            },
+        }
         if _redis_url
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     )
@@ -276,6 +325,11 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "store_processed": False,
     }
 elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    if CELERY_BROKER_URL.startswith("redis://"):
+        # kombu's Redis transport with a worker that reconnects after losing Redis
+        # mid-task instead of stopping (portal.broker). (rediss:// keeps kombu's own: its
+        # TLS defaults are chosen by the scheme's name.)
+        CELERY_BROKER_TRANSPORT = "portal.broker:Transport"
     # A message taken by a worker that dies stays invisible for this long (Redis's default
     # is an hour). Nothing waits on it: the launch sweep (below) finds a dead launch from
     # its row within 30 s, and a redelivered duplicate finds nothing to claim. It must
@@ -283,8 +337,27 @@ elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # rental.fleet.retry) and the longest eta (a spot notice, 2 minutes), or Redis would
     # hand a waiting message to a second worker before it is due: 6 minutes.
     CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "visibility_timeout": env_int("PORTAL_BROKER_VISIBILITY_TIMEOUT", 360)
+        "visibility_timeout": env_int("PORTAL_BROKER_VISIBILITY_TIMEOUT", 360),
+        # A dead Redis is noticed at once rather than after the system's TCP timeouts; the
+        # command timeout must exceed the worker's 1 s wait for a message (BRPOP).
+        "socket_connect_timeout": PORTAL_REDIS_TIMEOUT_SECONDS,
+        "socket_timeout": PORTAL_REDIS_TIMEOUT_SECONDS + 5,
     }
+# Publishing fails fast: one connection attempt of PORTAL_REDIS_TIMEOUT_SECONDS and one
+# immediate retry (a pooled connection from before a Redis restart fails once), then the
+# message stays in the outbox for the sweep (rental.jobs). A request never waits on a
+# dead broker.
+CELERY_BROKER_CONNECTION_TIMEOUT = PORTAL_REDIS_TIMEOUT_SECONDS
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 1,
+    "interval_start": 0,
+    "interval_step": 0.2,
+    "interval_max": 0.2,
+}
+# Workers and beat wait for the broker at start and reconnect after losing it, however
+# long it is away (Celery's default gives up after 100 attempts).
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_TASK_ALWAYS_EAGER = False
 # A task is acknowledged when it has finished, not when it starts: a worker killed mid-task
 # leaves the message to be delivered again (every task is idempotent: claims by conditional
@@ -296,7 +369,17 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TIMEZONE = "UTC"
+# Beat's heartbeat (portal.health, /readyz): how often beat sends it to a worker.
+PORTAL_BEAT_HEARTBEAT_SECONDS = env_int("PORTAL_BEAT_HEARTBEAT_SECONDS", 30)
+if PORTAL_BEAT_HEARTBEAT_SECONDS < 1:
+    raise ImproperlyConfigured("PORTAL_BEAT_HEARTBEAT_SECONDS must be at least 1.")
 CELERY_BEAT_SCHEDULE = {
+    "record-beat": {
+        "task": "portal.tasks.record_beat_task",
+        "schedule": float(PORTAL_BEAT_HEARTBEAT_SECONDS),
+        # A heartbeat queued while no worker ran is dropped, not run late.
+        "options": {"expires": float(PORTAL_BEAT_HEARTBEAT_SECONDS)},
+    },
     "sync-instances": {
         "task": "rental.tasks.sync_instances_task",
         "schedule": float(env_int("PORTAL_SYNC_INTERVAL", 30)),
@@ -310,6 +393,12 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-launches": {
         "task": "rental.tasks.sweep_launches_task",
         "schedule": float(env_int("PORTAL_LAUNCH_SWEEP_INTERVAL", 5)),
+    },
+    # Work for Celery that the broker could not take when its change committed (the
+    # outbox, rental.jobs), sent oldest first; sent rows are pruned after a while.
+    "send-outbox": {
+        "task": "rental.tasks.send_outbox_task",
+        "schedule": float(env_int("PORTAL_OUTBOX_SWEEP_INTERVAL", 5)),
     },
     # Due times are rows; this sweep acts on them even after a worker restart (Q8, R4).
     "process-due": {
@@ -334,6 +423,12 @@ PORTAL_MAX_LEASE_HOURS = env_int("PORTAL_MAX_LEASE_HOURS", 168)
 PORTAL_MAX_PENDING_PER_USER = env_int("PORTAL_MAX_PENDING_PER_USER", 10)
 PORTAL_PREEMPTION_NOTICE_SECONDS = env_int("PORTAL_PREEMPTION_NOTICE_SECONDS", 120)
 PORTAL_MINIMUM_BILLED_SECONDS = env_int("PORTAL_MINIMUM_BILLED_SECONDS", 60)
+# Sent outbox rows are kept this long (to see what was sent when), then deleted.
+PORTAL_OUTBOX_RETENTION_HOURS = env_int("PORTAL_OUTBOX_RETENTION_HOURS", 24)
+if PORTAL_OUTBOX_RETENTION_HOURS < 1 or CELERY_BEAT_SCHEDULE["send-outbox"]["schedule"] < 1:
+    raise ImproperlyConfigured(
+        "PORTAL_OUTBOX_RETENTION_HOURS and PORTAL_OUTBOX_SWEEP_INTERVAL must be at least 1."
+    )
 # Every cloud call is bounded: 2 s to connect, 10 s to read an answer (RunInstances and a
 # describe page answer in 1-3 s on EC2), and no retry inside botocore (the tasks retry
 # with backoff and fail over; a second SDK attempt would double the bound below).
@@ -368,6 +463,10 @@ PORTAL_PROVISIONING_TIMEOUT_SECONDS = env_int("PORTAL_PROVISIONING_TIMEOUT_SECON
 PORTAL_ORPHAN_POLICY = env_str("PORTAL_ORPHAN_POLICY", "report")
 if PORTAL_ORPHAN_POLICY not in {"report", "terminate", "adopt"}:
     raise ImproperlyConfigured("PORTAL_ORPHAN_POLICY must be report, terminate or adopt.")
+# L4: an orphan is handled (reported, terminated or adopted) only once two syncs at least
+# this far apart have seen it, and an instance whose row ended less than this long ago is
+# its termination on the way, never an orphan.
+PORTAL_ORPHAN_GRACE_SECONDS = env_int("PORTAL_ORPHAN_GRACE_SECONDS", 120)
 PORTAL_ADOPTED_LEASE_HOURS = env_int("PORTAL_ADOPTED_LEASE_HOURS", 8)
 # A termination the cloud keeps refusing is retried by every sync; after this many
 # failures admins are told the instance may still be billing.
@@ -503,11 +602,26 @@ PORTAL_SESSION_MAX_SECONDS = env_int("PORTAL_SESSION_MAX_SECONDS", 24 * 3600)
 SESSION_COOKIE_AGE = PORTAL_SESSION_MAX_SECONDS
 X_FRAME_OPTIONS = "DENY"
 
+# Log lines as text, or one JSON object a line (portal.logs.JsonFormatter) for a log
+# collector. Either way each line written while a request is served carries its id.
+PORTAL_LOG_FORMAT = env_str("PORTAL_LOG_FORMAT", "plain")
+if PORTAL_LOG_FORMAT not in {"plain", "json"}:
+    raise ImproperlyConfigured("PORTAL_LOG_FORMAT must be plain or json.")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"request_id": {"()": "portal.logs.RequestIdFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(request_id)s %(message)s"},
+        "json": {"()": "portal.logs.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": PORTAL_LOG_FORMAT,
+            "filters": ["request_id"],
+        }
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # The SDK logs request headers at DEBUG; never let them reach a log line.
     "loggers": {
@@ -516,6 +630,10 @@ LOGGING = {
         "urllib3": {"level": "WARNING"},
     },
 }
+
+# Celery workers and beat log through the handler above too (so in JSON when asked),
+# instead of replacing the root logger's handlers with Celery's own.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = PORTAL_LOG_FORMAT == "plain"
 
 # The dashboard is a shell; each app serves its own panel as an HTMX partial.
 PORTAL_DASHBOARD_PANELS = ["rental:panel_leases", "rental:panel_approvals", "billing:panel_spend"]
@@ -558,6 +676,44 @@ CELERY_BEAT_SCHEDULE["expire-stopped-leases"] = {
     "task": "rental.tasks.expire_stopped_leases_task",
     "schedule": 3600.0,
 }
+
+# An operator's view (docs/operations.md, "Health, metrics and logs").
+# /readyz: how long the broker's ping may take to connect, and again to answer (seconds);
+# then the checks that read the database, each a function (*, now) -> portal.health.Check.
+PORTAL_READY_BROKER_TIMEOUT = env_int("PORTAL_READY_BROKER_TIMEOUT", 1)
+if PORTAL_READY_BROKER_TIMEOUT < 1:
+    raise ImproperlyConfigured("PORTAL_READY_BROKER_TIMEOUT must be at least 1 (seconds).")
+PORTAL_READINESS_CHECKS = ["portal.health.beat", "rental.health.sync"]
+# /metrics: who may read it. A scraper that sends "Authorization: Bearer <token>", or one
+# whose own address (REMOTE_ADDR, never a forwarded header) is in these networks. In
+# production neither is set by default, and /metrics answers 404.
+PORTAL_METRICS_TOKEN = env_str("PORTAL_METRICS_TOKEN")
+if PORTAL_METRICS_TOKEN and len(PORTAL_METRICS_TOKEN) < 24:
+    raise ImproperlyConfigured(
+        "PORTAL_METRICS_TOKEN must be at least 24 characters: "
+        'python -c "import secrets; print(secrets.token_urlsafe(32))"'
+    )
+PORTAL_METRICS_ADDRESSES = env_list(
+    "PORTAL_METRICS_ADDRESSES", "" if PRODUCTION else "127.0.0.1,::1"
+)
+try:
+    PORTAL_METRICS_NETWORKS = [
+        ipaddress.ip_network(item, strict=False) for item in PORTAL_METRICS_ADDRESSES
+    ]
+except ValueError:
+    raise ImproperlyConfigured(
+        "PORTAL_METRICS_ADDRESSES must list IP addresses or networks, e.g. 10.0.0.0/8,::1."
+    ) from None
+# The portal's own gauges, computed from the database at each scrape: each a function
+# (*, now) -> a list of prometheus_client metric families.
+PORTAL_METRICS_FAMILIES = [
+    "portal.metrics.families",
+    "rental.metrics.families",
+    "billing.metrics.families",
+]
+# The probes and the scrape answer over plain HTTP too (inside the network, from the
+# orchestrator or Prometheus), not with a redirect to HTTPS.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 
 # Data volumes (issue 8.9): the largest volume a member may create, in GB (EBS gp3: 16 TiB).
 PORTAL_VOLUME_MAX_GB = env_int("PORTAL_VOLUME_MAX_GB", 16384)

@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from portal import token_views, views
+from portal import operator_views, token_views, views
 
 admin.site.login = views.throttled_admin_login(admin.site.login)
 
@@ -22,6 +22,10 @@ urlpatterns = [
     path("tokens/<int:pk>/revoke/", token_views.token_revoke, name="token_revoke"),
     path("admin/", admin.site.urls),
     path("i18n/setlang/", views.set_language, name="set_language"),
+    # For probes and Prometheus (docs/operations.md, "Health, metrics and logs").
+    path("healthz", operator_views.healthz, name="healthz"),
+    path("readyz", operator_views.readyz, name="readyz"),
+    path("metrics", operator_views.metrics_view, name="metrics"),
     # The agent's heartbeat (a plain view, off DRF), before the API's catch-all for
     # unknown /api/ paths; included by name, so that portal imports no app of its own.
     path("", include("rental.api.heartbeat")),

@@ -1,5 +1,6 @@
 """The site shell: login, the dashboard frame, notifications, the audit log."""
 
+import sys
 from typing import Any
 
 from django.conf import settings
@@ -8,13 +9,14 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.template import loader
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views import defaults
 from django.views import i18n as django_i18n
 from django.views.decorators.http import require_POST
 
-from portal import access, languages, login_throttle
+from portal import access, errors, languages, login_throttle
 from portal.audit_log import AuditFilterForm, in_words
 from portal.models import AuditEvent
 
@@ -147,5 +149,19 @@ def page_not_found(request: HttpRequest, exception: Exception | None = None) -> 
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
+    # Django calls this while the uncaught error is being handled: a service out of reach
+    # (the database restarting) is a 503 to try again, not a bug.
+    if errors.unavailable(sys.exc_info()[1]):
+        return service_unavailable(request)
     answer = _api_error(request, 500, "server_error", _("Something went wrong on our side."))
     return answer or defaults.server_error(request)
+
+
+def service_unavailable(request: HttpRequest) -> HttpResponse:
+    """503 with Retry-After: the API's error shape under /api/, else a page drawn without
+    the request (no session, no user, no database), in the language already chosen."""
+    answer = _api_error(request, 503, "unavailable", str(errors.UNAVAILABLE_DETAIL))
+    if answer is None:
+        answer = HttpResponse(loader.render_to_string("503.html"), status=503)
+    answer["Retry-After"] = str(settings.PORTAL_RETRY_AFTER_SECONDS)
+    return answer

@@ -20,6 +20,7 @@ from rental.models import (
     Reservation,
     StorageInterval,
     Tier,
+    UnbilledCloudTime,
     UsageRecord,
     UtilizationRollup,
     UtilizationSample,
@@ -154,6 +155,16 @@ def reserved_windows_for_period(
         row["rate"] = (price / per_instance).quantize(Decimal("0.000001"))
         rows.append(row)
     return rows
+
+
+def unbilled_for_period(*, start: datetime, end: datetime) -> list[dict]:
+    """Cloud time after billing stopped that overlaps [start, end), as plain dicts (one
+    query): billing carries it as each pool's platform line."""
+    return list(
+        UnbilledCloudTime.objects.filter(start__lt=end, end__gt=start)
+        .order_by("start", "id")
+        .values("gpu_model_id", "gpu_count", "start", "end", "rate", "currency", "exchange_rate")
+    )
 
 
 def lease_usage_rows(reservation_id: int):

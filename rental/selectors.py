@@ -12,6 +12,7 @@ from django.db.models import (
     ExpressionWrapper,
     F,
     IntegerField,
+    Max,
     OuterRef,
     Prefetch,
     Q,
@@ -34,6 +35,7 @@ from rental.models import (
     Quota,
     Reservation,
     Tier,
+    UnbilledCloudTime,
     UsageRecord,
 )
 
@@ -559,4 +561,34 @@ def available_volumes(project: Project | int):
         DataVolume.objects.filter(project=project, state=DataVolume.State.AVAILABLE)
         .exclude(pk__in=held.values("data_volume_id"))
         .order_by("name", "pk")
+    )
+
+
+@dataclass(frozen=True)
+class Unbilled:
+    """Cloud time after billing stopped in a pool since a moment: GPU-seconds, the
+    instances that ran it, and the longest of them (seconds after its billing stopped)."""
+
+    gpu_seconds: int
+    instances: int
+    longest_seconds: int
+
+    @property
+    def gpu_hours(self) -> Decimal:
+        return (Decimal(self.gpu_seconds) / 3600).quantize(Decimal("0.01"))
+
+
+def unbilled_cloud_time(gpu_model_id: int, *, since: datetime) -> Unbilled:
+    """One aggregate query, whatever the number of instances."""
+    found = UnbilledCloudTime.objects.filter(gpu_model_id=gpu_model_id, end__gt=since).aggregate(
+        total=Sum("gpu_seconds"),
+        instances=Count("id"),
+        longest=Max(
+            ExpressionWrapper(F("gpu_seconds") / F("gpu_count"), output_field=IntegerField())
+        ),
+    )
+    return Unbilled(
+        gpu_seconds=found["total"] or 0,
+        instances=found["instances"] or 0,
+        longest_seconds=found["longest"] or 0,
     )

@@ -6,6 +6,7 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
+from rental import jobs
 from rental.agent import samples
 from rental.catalog import images
 from rental.fleet import cloud, instances, recovery, stop, sync, termination, volume_cloud
@@ -50,8 +51,18 @@ def sync_region_task(account_id: int, region: str) -> None:
 
 @shared_task(acks_late=True, ignore_result=True)
 def sweep_launches_task() -> None:
-    """Launches whose worker died, or whose message was lost, sent again (L1)."""
+    """Launches and terminations whose worker died, or whose message was lost, sent
+    again (L1)."""
     recovery.sweep_launches()
+    recovery.sweep_terminations()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def send_outbox_task() -> None:
+    """Work the broker could not take when its change committed, sent oldest first; sent
+    rows past their retention deleted."""
+    jobs.send_all_pending()
+    jobs.prune_sent()
 
 
 @shared_task(acks_late=True, ignore_result=True)

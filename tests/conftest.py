@@ -3,10 +3,11 @@
 from datetime import UTC, datetime
 
 import pytest
+from django.db import connection
 
 from tests import factories, servers
 
-pytest_plugins = ["tests.fixtures_cloud", "tests.fixtures_worker"]
+pytest_plugins = ["tests.fixtures_cloud", "tests.fixtures_worker", "tests.fixtures_outages"]
 
 
 def pytest_configure(config):
@@ -19,6 +20,22 @@ def pytest_configure(config):
 
 def pytest_unconfigure(config):
     servers.stop()  # the throwaway PostgreSQL and Redis of this run, if it started them
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """pytest-django's test database, and at its end no session left on it: a thread or
+    subprocess that kept a connection (a live server's, a worker's) would make dropping
+    the database fail with "being accessed by other users" (a warning, and a database
+    left behind when the server is not a throwaway one)."""
+    yield
+    if connection.vendor != "postgresql":
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
 
 
 @pytest.fixture(autouse=True)

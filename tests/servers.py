@@ -167,22 +167,22 @@ def start_postgres(run: Throwaway) -> str:
     return f"postgres://postgres@127.0.0.1:{port}/gpu_portal"
 
 
-def start_redis(run: Throwaway) -> str:
+def redis_server(folder: Path, port: int) -> subprocess.Popen:
+    """A ``redis-server`` on ``port`` of 127.0.0.1 keeping nothing on disk, once it answers
+    PING. Its log is ``redis.log`` in ``folder``."""
     server = shutil.which("redis-server")
     if not server:
         raise ServiceError(
             "redis-server is missing: install the Debian package 'redis-server', "
             "or set CELERY_BROKER_URL."
         )
-    port = free_port()
-    log = run.root / "redis.log"
+    log = folder / "redis.log"
     process = subprocess.Popen(
-        [server, "--bind", "127.0.0.1", "--port", str(port), *REDIS, "--dir", str(run.root)],
-        stdout=log.open("w"),
+        [server, "--bind", "127.0.0.1", "--port", str(port), *REDIS, "--dir", str(folder)],
+        stdout=log.open("a"),
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    run.processes.append(process)
 
     def ready() -> bool:
         try:
@@ -192,7 +192,17 @@ def start_redis(run: Throwaway) -> str:
         except OSError:
             return False
 
-    wait_for(ready, process, log, "Redis")
+    try:
+        wait_for(ready, process, log, "Redis")
+    except ServiceError:
+        process.kill()
+        raise
+    return process
+
+
+def start_redis(run: Throwaway) -> str:
+    port = free_port()
+    run.processes.append(redis_server(run.root, port))
     return f"redis://127.0.0.1:{port}/0"
 
 

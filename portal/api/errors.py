@@ -3,11 +3,14 @@
 ``{"code": ..., "detail": ...}`` always; ``"errors": {field: [messages]}`` for every
 400 (``non_field_errors`` when no one field is at fault); ``"field"`` and ``"figures"``
 for a rule refusal (409) that came from one input and carries its numbers. Codes are
-stable; messages are translated.
+stable; messages are translated. A service out of reach (the database restarting) is
+a 503 ``unavailable`` with ``Retry-After``, never a server error.
 """
 
+import logging
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404
 from django.utils.translation import gettext as _
@@ -15,7 +18,9 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from portal.errors import DomainError
+from portal.errors import UNAVAILABLE_DETAIL, DomainError, unavailable
+
+logger = logging.getLogger(__name__)
 
 
 def _flatten(detail: Any) -> Any:
@@ -36,6 +41,13 @@ def _field_errors(detail: Any) -> dict[str, Any]:
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     headers: dict[str, str] = {}
+    if unavailable(exc):
+        logger.warning("Answered 503: %s: %s", type(exc).__name__, exc)
+        return Response(
+            {"code": "unavailable", "detail": str(UNAVAILABLE_DETAIL)},
+            status=503,
+            headers={"Retry-After": str(settings.PORTAL_RETRY_AFTER_SECONDS)},
+        )
     if isinstance(exc, DomainError):
         set_rollback()
         body: dict[str, Any] = exc.as_dict()

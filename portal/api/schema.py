@@ -2,7 +2,7 @@
 
 A postprocessing hook (drf-spectacular) adds the ``Error`` and ``ValidationError``
 shapes of ``portal.api.errors`` and, to each operation, the answers it can give:
-400/401/403/404/429 always, 409 and 415 for writes.
+400/401/403/404/429/503 always, 409 and 415 for writes.
 """
 
 from typing import Any
@@ -51,6 +51,8 @@ DESCRIPTIONS = {
     "409": "Refused by a rule; code names it and figures carry the numbers.",
     "415": "The body is not in a format this operation reads (JSON unless it says).",
     "429": "Too many requests; retry after the Retry-After header's seconds.",
+    "503": "A service the portal needs (its database) cannot answer right now; code is "
+    "unavailable. Retry after the Retry-After header's seconds.",
 }
 WRITES = {"post", "put", "patch", "delete"}
 
@@ -70,7 +72,8 @@ def add_error_responses(result: dict[str, Any], generator, request, public) -> d
             # Any operation may refuse its query (a bad filter value, a NUL byte): 400; and
             # any may answer 404: an object in the path or the body the caller cannot see,
             # a page past the end of a list, a resource only admins may know of.
-            codes = ["400", "401", "403", "404", "429"]
+            # And any may meet the database restarting: 503 (portal.api.errors).
+            codes = ["400", "401", "403", "404", "429", "503"]
             if method in WRITES:
                 codes += ["409", "415"]
             responses = operation.setdefault("responses", {})

@@ -2,7 +2,9 @@
 user's allowance), and per address for anonymous calls. Rates are site settings
 (``API_THROTTLE_*``); the counters live in the shared cache. A throttled call is a 429
 with ``Retry-After``. The address is the client's as ``portal.client_address`` reads it
-(behind ``PORTAL_TRUSTED_PROXIES``), as the login throttle's is.
+(behind ``PORTAL_TRUSTED_PROXIES``), as the login throttle's is. While the cache cannot
+be reached nothing is counted and every call goes through (``portal.cache``): an outage
+never turns into refused calls.
 """
 
 from rest_framework.throttling import AnonRateThrottle, SimpleRateThrottle, UserRateThrottle

@@ -175,6 +175,7 @@ class ProviderAccountAdmin(PortalAdmin):
         "synced_at",
         "sync_error",
         "sync_failed_at",
+        "cloud_account",
     ]
     fieldsets = [
         (None, {"fields": ["name", "driver", "regions", "endpoint_url", "is_active"]}),
@@ -189,8 +190,25 @@ class ProviderAccountAdmin(PortalAdmin):
             },
         ),
         (_("Validation"), {"fields": ["status", "status_message", "checked_at", "validate_now"]}),
-        (_("Sync with the cloud"), {"fields": ["synced_at", "sync_failed_at", "sync_error"]}),
+        (
+            _("Sync with the cloud"),
+            {"fields": ["synced_at", "sync_failed_at", "sync_error", "cloud_account"]},
+        ),
     ]
+
+    @admin.display(description=_("cloud account"))
+    def cloud_account(self, obj: ProviderAccount) -> str:
+        """The cloud account the sync found, and the other accounts that reach it too
+        (each lists the other's instances: none of them is an orphan)."""
+        if not obj.cloud_account_id:
+            return gettext("Not known yet (found by the first sync that lists an instance).")
+        others = accounts.shared_cloud_account(obj)
+        if not others:
+            return obj.cloud_account_id
+        return gettext("%(id)s, also reached by %(others)s") % {
+            "id": obj.cloud_account_id,
+            "others": ", ".join(others),
+        }
 
     @admin.display(description=_("sync problem"))
     def sync_problem(self, obj: ProviderAccount) -> str:

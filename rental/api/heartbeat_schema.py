@@ -243,6 +243,12 @@ def operation() -> dict:
                     ["throttled"],
                     headers={"Retry-After": {"schema": {"type": "integer"}}},
                 ),
+                "503": _error(
+                    "The portal's database cannot answer right now (the agent keeps its "
+                    "samples and sends them again); retry after Retry-After seconds;",
+                    ["unavailable"],
+                    headers={"Retry-After": {"schema": {"type": "integer"}}},
+                ),
             },
         }
     }

@@ -176,3 +176,16 @@ def _save_fields(
             after={field: changes[field] for field in changed},
         )
     return account, reconnect
+
+
+def shared_cloud_account(account: ProviderAccount) -> list[str]:
+    """The names of the other accounts of this installation that reach the same cloud
+    account as ``account`` (as the last syncs found it), sorted; empty when none or unknown."""
+    if not account.cloud_account_id:
+        return []
+    return list(
+        ProviderAccount.objects.filter(cloud_account_id=account.cloud_account_id)
+        .exclude(pk=account.pk)
+        .order_by("name")
+        .values_list("name", flat=True)
+    )

@@ -188,7 +188,7 @@ def _release_launch_of_ended(instance_id: int) -> None:
     if Instance.objects.filter(pk=instance_id, state=State.STOPPING, external_id="").update(
         claimed_at=None
     ):
-        jobs.terminate_now(instance_id)
+        jobs.terminate_now([instance_id])
 
 
 @transaction.atomic

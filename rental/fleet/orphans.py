@@ -11,6 +11,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Q
+from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
@@ -18,7 +19,7 @@ from portal import audit
 from portal.models import Project
 from portal.notifications import admins, notify
 from portal.phrases import Joined, Phrase
-from rental.catalog import exchange
+from rental.catalog import accounts, exchange
 from rental.fleet.instances import mark_running
 from rental.fleet.termination import tell_admins_still_billing
 from rental.models import (
@@ -48,18 +49,24 @@ def find_orphans(
     *, account: ProviderAccount, region: str, cloud: list[CloudInstance], now: datetime
 ) -> list[Orphan]:
     """Record the orphans in one describe answer (bulk) and close those no longer running.
-    Returns the open ones seen by an earlier sync too: those to handle now."""
+    An instance is an orphan only when no account of this installation stands for it (two
+    accounts may reach one cloud account, and each describe lists the other's instances)
+    and it is not being terminated: one whose row ended less than the orphan grace period
+    ago is the termination on its way, seen by a describe taken before it. Returns the
+    open ones first seen at least the grace period ago: those to handle now."""
+    grace = timedelta(seconds=settings.PORTAL_ORPHAN_GRACE_SECONDS)
     running = [item for item in cloud if item.state not in GONE]
     ids = [item.external_id for item in running]
     keys = [item.idempotency_key for item in running if item.idempotency_key]
-    rows = Instance.objects.filter(account=account).filter(
-        Q(external_id__in=ids) | Q(idempotency_key__in=keys)
-    )
+    rows = Instance.objects.filter(Q(external_id__in=ids) | Q(idempotency_key__in=keys))
     alive_ids, alive_keys, ended_by_id = set(), set(), {}
-    for pk, external_id, key, state in rows.values_list(
-        "pk", "external_id", "idempotency_key", "state"
+    for pk, external_id, key, state, terminated_at in rows.values_list(
+        "pk", "external_id", "idempotency_key", "state", "terminated_at"
     ):
-        if state in ENDED:
+        being_terminated = (
+            state in ENDED and terminated_at is not None and now - terminated_at < grace
+        )
+        if state in ENDED and not being_terminated:
             if external_id:
                 ended_by_id[external_id] = pk
         else:
@@ -114,10 +121,55 @@ def find_orphans(
             account=account,
             region=region,
             external_id__in=seen,
-            first_seen_at__lt=now,
+            first_seen_at__lte=now - grace,
             status__in=(Orphan.Status.OPEN, Orphan.Status.TERMINATING, Orphan.Status.STUCK),
         )
     )
+
+
+def note_cloud_account(*, account: ProviderAccount, cloud: list[CloudInstance]) -> None:
+    """Record which cloud account ``account`` reaches (the owner of the instances one
+    describe lists). When it is found, or changes, and another account of this
+    installation reaches the same one, admins are told once: each account's sync lists
+    the other's instances (never orphans, see ``find_orphans``), and two accounts for one
+    cloud account is usually a mistake in the catalog."""
+    owners = {item.owner_id for item in cloud if item.owner_id}
+    if len(owners) != 1:
+        return  # nothing listed, or an endpoint that names no owner
+    (owner,) = owners
+    if owner == account.cloud_account_id:
+        return
+    with transaction.atomic():
+        changed = ProviderAccount.objects.filter(pk=account.pk).exclude(cloud_account_id=owner)
+        if not changed.update(cloud_account_id=owner):
+            return  # another region's sync of this account recorded it first
+        account.cloud_account_id = owner
+        others = accounts.shared_cloud_account(account)
+        if not others:
+            return
+        logger.warning(
+            "accounts %s and %s reach the same cloud account", account.name, ", ".join(others)
+        )
+        notify(
+            admins(),
+            subject=Phrase(
+                gettext_noop("Accounts %(account)s and %(others)s reach the same cloud account"),
+                account=account.name,
+                others=", ".join(others),
+            ),
+            body=Phrase(
+                gettext_noop(
+                    "The provider accounts %(account)s and %(others)s both reach cloud account "
+                    "%(id)s, so each sync lists the other's instances. The portal never takes "
+                    "them for orphans, but one cloud account is usually meant to have one "
+                    "provider account here: deactivate the one that is not needed."
+                ),
+                account=account.name,
+                others=", ".join(others),
+                id=owner,
+            ),
+            link=reverse("admin:rental_provideraccount_change", args=[account.pk]),
+        )
 
 
 def _prices(account: ProviderAccount, region: str) -> dict[tuple[str, str], object]:
@@ -139,7 +191,8 @@ def handle_orphans(
     cloud: list[CloudInstance],
     now: datetime,
 ) -> None:
-    """Apply the site's policy to orphans seen by two syncs."""
+    """Apply the site's policy to orphans seen by two syncs at least the orphan grace
+    period apart."""
     if not orphans:
         return
     policy = settings.PORTAL_ORPHAN_POLICY

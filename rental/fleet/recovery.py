@@ -13,6 +13,7 @@ by the ClientToken of the same attempt, which makes the cloud answer with that i
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -56,9 +57,48 @@ def sweep_launches(*, now: datetime | None = None) -> list[int]:
     ids = list(lost.values_list("pk", flat=True))
     if ids:
         Instance.objects.filter(pk__in=ids, state=State.REQUESTED).update(next_attempt_at=now)
-        for pk in ids:
-            jobs.provision_now(pk)
+        jobs.provision_now(ids)
     return ids
+
+
+def sweep_terminations(*, now: datetime | None = None) -> list[int]:
+    """Send again every termination whose worker died or whose message was lost: a row
+    ``stopping`` whose termination was sent (or started) longer ago than the stale-claim
+    time. A row first seen stopping is noted (its termination has just been sent on
+    commit), so a termination is sent again within the stale-claim time plus two sweep
+    intervals of the row becoming ``stopping``, whatever happened to the region's sync.
+    A spot instance under notice is noted at the notice's end (``terminate_sent_at`` in
+    the future) and never sent early. Returns the instance ids sent."""
+    now = now or timezone.now()
+    stale = now - timedelta(seconds=settings.PORTAL_LAUNCH_STALE_SECONDS)
+    stopping = Instance.objects.filter(state=State.STOPPING)
+    rows = list(stopping.values_list("pk", "terminate_sent_at"))  # terminations in flight
+    first_seen = [pk for pk, sent_at in rows if sent_at is None]
+    if first_seen:
+        stopping.filter(pk__in=first_seen, terminate_sent_at__isnull=True).update(
+            terminate_sent_at=now
+        )
+    lost = [pk for pk, sent_at in rows if sent_at is not None and sent_at < stale]
+    if not lost:
+        return []
+    # Rows a termination is working on are locked by it and skipped; the others are
+    # marked sent in the same transaction, so two sweeps never both send one.
+    with transaction.atomic():
+        ids = list(
+            stopping.filter(pk__in=lost, terminate_sent_at__lt=stale)
+            .select_for_update(skip_locked=True)
+            .values_list("pk", flat=True)
+        )
+        if ids:
+            Instance.objects.filter(pk__in=ids).update(terminate_sent_at=now)
+    jobs.terminate_now(ids)
+    return ids
+
+
+def termination_is_stale(instance: Instance, *, now: datetime) -> bool:
+    """Whether a ``stopping`` row's termination may have been lost (see above)."""
+    stale = now - timedelta(seconds=settings.PORTAL_LAUNCH_STALE_SECONDS)
+    return instance.terminate_sent_at is None or instance.terminate_sent_at < stale
 
 
 def earlier_launch(

@@ -81,6 +81,8 @@ def interruption_notice(*, instance: Instance, notice: dict, now: datetime) -> b
 
 
 def _terminate_at(instance_id: int, at: datetime) -> None:
+    # Noted at the notice's end, so that the sweep never sends it before (recovery.py).
+    Instance.objects.filter(pk=instance_id).update(terminate_sent_at=at)
     jobs.terminate_on_commit(instance_id, eta=at)
 
 

@@ -79,8 +79,7 @@ def start_sync(*, now: datetime | None = None) -> list[tuple[int, str]]:
     slow or failing region delays no other), then the launches past their timeout."""
     now = now or timezone.now()
     pairs = sync_plan()
-    for account_id, region in pairs:
-        jobs.sync_region(account_id, region)
+    jobs.sync_regions(pairs)
     _time_out_launches(now)
     return pairs
 
@@ -94,6 +93,7 @@ def sync_instances(*, now: datetime | None = None) -> int:
     for account_id, region in sync_plan():
         changed += sync_account_region(account_id=account_id, region=region, now=now) or 0
     recovery.sweep_launches(now=now)
+    recovery.sweep_terminations(now=now)
     changed += _time_out_launches(now)
     return changed
 
@@ -210,6 +210,7 @@ def sync_region(
     if missing:
         confirmed = provider.describe_ids([row.external_id for row in missing], region=region)
         changed += apply_gone(rows=missing, cloud=confirmed, now=now)
+    orphans.note_cloud_account(account=account, cloud=cloud)
     found = orphans.find_orphans(account=account, region=region, cloud=cloud, now=now)
     orphans.handle_orphans(
         provider=provider, account=account, region=region, orphans=found, cloud=cloud, now=now
@@ -265,7 +266,7 @@ def apply_sync(
 def _handle_unseen_launch(instance: Instance, *, now: datetime) -> int:
     """A row with no cloud id that the describe does not list by its key either."""
     if instance.state == State.STOPPING:
-        jobs.terminate_on_commit(instance.pk)  # it decides whether a launch is still in flight
+        _terminate_again(instance, now=now)  # it decides whether a launch is still in flight
         return 0
     if instance.state == State.LAUNCHING and not launch_may_be_in_flight(instance, now=now):
         instance.state = State.REQUESTED  # its worker died before reaching the cloud
@@ -302,8 +303,16 @@ def _apply_cloud_state(
         mark_running(instance, found, now=now)
         return changed + 1
     if instance.state == State.STOPPING:
-        jobs.terminate_on_commit(instance.pk)  # the terminate task may have been lost
+        _terminate_again(instance, now=now)  # the terminate task may have been lost
     return changed
+
+
+def _terminate_again(instance: Instance, *, now: datetime) -> None:
+    """The sync's own resend of a termination that may have been lost: only once its
+    last sending is stale (never a spot instance's before its notice ends)."""
+    if recovery.termination_is_stale(instance, now=now):
+        Instance.objects.filter(pk=instance.pk).update(terminate_sent_at=now)
+        jobs.terminate_on_commit(instance.pk)
 
 
 @transaction.atomic

@@ -18,7 +18,7 @@ from portal.notifications import admins, notify
 from portal.phrases import Phrase
 from rental import jobs
 from rental.catalog import volumes
-from rental.fleet import volume_cloud
+from rental.fleet import unbilled, volume_cloud
 from rental.fleet.cloud import LaunchRetry, provider_for
 from rental.loans.ending import GONE, ended_status
 from rental.loans.locks import lock_leases_of
@@ -49,6 +49,8 @@ def terminate_instance(*, instance_id: int, now: datetime | None = None) -> None
     instance = Instance.objects.select_related("account").get(pk=instance_id)
     if instance.state != State.STOPPING:
         return
+    # The claim the sweep reads: this termination is being worked on (recovery.py).
+    Instance.objects.filter(pk=instance_id).update(terminate_sent_at=now)
     provider = provider_for(instance)
     try:
         if instance.external_id:
@@ -149,6 +151,7 @@ def mark_terminated(*, instance_id: int, at: datetime, reason: str = "") -> None
     instance.terminated_at = at
     instance.agent_token_hash = ""  # the agent's token dies with the instance
     instance.save()
+    unbilled.record_unbilled({instance.pk: at})
     _storage_after_termination({instance.pk: at})
     audit.record(
         actor=None,
@@ -209,6 +212,7 @@ def mark_terminated_many(ended: dict[int, datetime]) -> None:
         reason, at = why[record.instance_id]
         record.end, record.end_reason = max(at, record.start), reason
     UsageRecord.objects.bulk_update(records, ["end", "end_reason"], batch_size=1000)
+    unbilled.record_unbilled({pk: at for pk, (_reason, at) in why.items()})
     Instance.objects.bulk_update(
         instances, ["state", "termination_reason", "terminated_at"], batch_size=1000
     )

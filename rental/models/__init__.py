@@ -14,9 +14,11 @@ from rental.models.leases import (
     SshKey,
     TerminationReason,
     Tier,
+    UnbilledCloudTime,
     UsageRecord,
     UtilizationSample,
 )
+from rental.models.outbox import OutboxMessage
 from rental.models.storage import StorageInterval
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "Market",
     "Offering",
     "Orphan",
+    "OutboxMessage",
     "Pool",
     "Priority",
     "ProviderAccount",
@@ -41,6 +44,7 @@ __all__ = [
     "StorageInterval",
     "TerminationReason",
     "Tier",
+    "UnbilledCloudTime",
     "UsageRecord",
     "UtilizationRollup",
     "UtilizationSample",

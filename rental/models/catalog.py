@@ -68,6 +68,9 @@ class ProviderAccount(models.Model):
     synced_at = models.DateTimeField(_("last good sync"), null=True, blank=True)
     sync_error = models.TextField(_("last sync error"), blank=True)
     sync_failed_at = models.DateTimeField(_("last sync failed at"), null=True, blank=True)
+    # The cloud account these credentials reach, as the cloud names it (EC2: the owner id
+    # of the instances a sync lists); two accounts reaching one are reported to admins.
+    cloud_account_id = models.CharField(_("cloud account"), max_length=64, blank=True)
 
     class Meta:
         ordering = ["name"]

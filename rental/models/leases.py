@@ -335,6 +335,9 @@ class Instance(models.Model):
         _("termination reason"), max_length=20, choices=TerminationReason.choices, blank=True
     )
     terminate_failures = models.PositiveSmallIntegerField(_("failed terminations"), default=0)
+    # When a termination was last sent or started (or, for a spot instance under notice,
+    # the notice's end: not before then); the sweep sends a stale one again (L1, L8).
+    terminate_sent_at = models.DateTimeField(_("termination sent at"), null=True, blank=True)
     agent_token_hash = models.CharField(max_length=64, blank=True, editable=False)
     last_heartbeat_at = models.DateTimeField(_("last heartbeat"), null=True, blank=True)
     # What the agent on the instance last said (see rental/agent/heartbeat.py).
@@ -432,6 +435,42 @@ class UsageRecord(models.Model):
     @property
     def platform_ended(self) -> bool:
         return self.end_reason in PLATFORM_ENDED
+
+
+class UnbilledCloudTime(models.Model):
+    """Cloud time after billing stopped: from an instance's last usage end to the cloud's
+    own termination time (a termination that waited for a worker, a retry, the cloud's
+    shutdown). The company pays it and no project does, so billing shows it as the pool's
+    platform line and the pool's cost still reconciles with the cloud's bill."""
+
+    instance = models.OneToOneField(Instance, on_delete=models.PROTECT, related_name="unbilled")
+    gpu_model = models.ForeignKey("rental.GpuModel", on_delete=models.PROTECT, related_name="+")
+    gpu_count = models.PositiveSmallIntegerField(_("GPUs"))
+    market = models.CharField(_("market"), max_length=16, choices=Market.choices)
+    start = models.DateTimeField(_("billing stopped at"), db_index=True)
+    end = models.DateTimeField(_("the cloud ended it at"))
+    gpu_seconds = models.PositiveBigIntegerField(_("GPU-seconds"))
+    rate = models.DecimalField(_("rate per GPU-hour"), max_digits=12, decimal_places=6)
+    currency = models.CharField(_("currency"), max_length=3, default=billing_currency)
+    exchange_rate = models.DecimalField(
+        _("exchange rate at launch"),
+        max_digits=RATE_DIGITS,
+        decimal_places=RATE_DECIMALS,
+        default=ONE,
+    )
+
+    class Meta:
+        ordering = ["start", "id"]
+        verbose_name = _("unbilled cloud time")
+        verbose_name_plural = _("unbilled cloud time")
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(end__gt=models.F("start")), name="unbilled_ends_after_start"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.instance_id}: {self.start:%Y-%m-%d %H:%M:%S} to {self.end:%H:%M:%S} UTC"
 
 
 class UtilizationSample(models.Model):

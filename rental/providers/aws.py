@@ -241,7 +241,9 @@ class AwsProvider(AwsVolumes):
             raise ProviderError(
                 ProviderErrorKind.TRANSIENT, "RunInstances answered without an instance."
             )
-        return self._to_cloud_instance(instances[0], spec.region)
+        return self._to_cloud_instance(
+            instances[0], spec.region, owner_id=str(response.get("OwnerId") or "")
+        )
 
     def describe(self, *, region: str, tag_filter: dict[str, str]) -> list[CloudInstance]:
         """Every instance in ``region`` that carries all tags in ``tag_filter``, in every
@@ -439,7 +441,9 @@ class AwsProvider(AwsVolumes):
             for page in paginator.paginate(**params):
                 for reservation in page.get("Reservations", []):
                     for raw in reservation.get("Instances", []):
-                        instance = self._to_cloud_instance(raw, region)
+                        instance = self._to_cloud_instance(
+                            raw, region, owner_id=str(reservation.get("OwnerId") or "")
+                        )
                         if instance.external_id not in seen:
                             seen.add(instance.external_id)
                             result.append(instance)
@@ -482,7 +486,9 @@ class AwsProvider(AwsVolumes):
         return params
 
     @staticmethod
-    def _to_cloud_instance(raw: Mapping[str, Any], region: str) -> CloudInstance:
+    def _to_cloud_instance(
+        raw: Mapping[str, Any], region: str, *, owner_id: str = ""
+    ) -> CloudInstance:
         state_name = (raw.get("State") or {}).get("Name", "pending")
         reason = raw.get("StateReason") or {}
         launched_at = raw.get("LaunchTime")
@@ -516,6 +522,7 @@ class AwsProvider(AwsVolumes):
             state_reason=reason.get("Message") or reason.get("Code") or "",
             state_changed_at=parse_state_changed_at(raw.get("StateTransitionReason", "")),
             tags=tags,
+            owner_id=owner_id,
         )
 
     def _scrub(self, message: str) -> str:

@@ -133,6 +133,8 @@ class CloudInstance:
     state_reason: str
     state_changed_at: datetime | None
     tags: tuple[tuple[str, str], ...]
+    # The cloud account that owns it (EC2: the reservation's OwnerId); "" when unknown.
+    owner_id: str = ""
 
     def tag(self, key: str) -> str:
         """The value of tag ``key``, or ``""`` when the instance does not carry it."""

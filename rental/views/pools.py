@@ -99,6 +99,11 @@ def _pool_page(
         "show_cost": access.sees_everything(request.user),
         **_week(request, pool),
     }
+    if context["show_cost"]:
+        month = (
+            timezone.now().astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+        )
+        context["unbilled"] = selectors.unbilled_cloud_time(pool.gpu_model_id, since=month)
     if access.is_admin(request.user):
         context |= _admin_forms(pool, overview.guaranteed_total, refused)
     return render(request, "rental/capacity/pool.html", context, status=status)

@@ -99,6 +99,17 @@ RULES: dict[str, Expect] = {
     "notifications_read": Expect(get=POST_ONLY, post=(302,) * 6),
     "audit_log": Expect(get=ADMINS),
     "set_language": Expect(get=(302,) * 6, post=(302,) * 6, note="Public: sets a cookie."),
+    # --- The operator's endpoints (portal.operator_views) ---------------------------------
+    "healthz": Expect(get=(200,) * 6, note="Public: a liveness probe; says only that it runs."),
+    "readyz": Expect(
+        get=((200, 503),) * 6,  # this world has no beat heartbeat: 503, naming "beat"
+        note="Public: a readiness probe; check names and plain words, no data or hosts.",
+    ),
+    "metrics": Expect(
+        get=(200,) * 6,
+        note="By scraper, never by role: the bearer token or an allowed address (the test "
+        "client's 127.0.0.1 is allowed outside production); tests/portal/test_metrics.py.",
+    ),
     # --- The API's shell --------------------------------------------------------------------
     "agent_heartbeat": Expect(
         get=(405, 405, 405, 405, 405, 405),

@@ -5,10 +5,13 @@ Every API URL with an access-matrix rule (tests/access) is requested with the to
 with the session, and as an admin after creating a provider account with credentials
 through the API, after failed and refused calls that put lines in the log; each answer's
 body and headers (the session cookie itself aside) and every captured log record are
-searched for every secret.
+searched for every secret, and so is every line the JSON log format
+(``PORTAL_LOG_FORMAT=json``) writes for them: each must parse as one JSON object.
 """
 
 import base64
+import io
+import json
 import logging
 from datetime import timedelta
 
@@ -18,6 +21,7 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from portal.logs import JsonFormatter, RequestIdFilter
 from tests.access import world as world_module
 from tests.access.test_matrix import RULES
 from tests.factories import PASSWORD
@@ -43,7 +47,21 @@ KEY_ID = "AKIDAPISECRET0042"
 SECRET_KEY = "wJalrXUtnFEMI-api-secret-never-shown"
 
 
-def test_no_answer_or_log_line_shows_a_credential_a_token_or_a_session_id(world, caplog):
+@pytest.fixture
+def json_log():
+    """The JSON log format's lines, as the console handler writes them."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(RequestIdFilter())
+    handler.setFormatter(JsonFormatter())
+    logging.getLogger().addHandler(handler)
+    try:
+        yield stream
+    finally:
+        logging.getLogger().removeHandler(handler)
+
+
+def test_no_answer_or_log_line_shows_a_credential_a_token_or_a_session_id(world, caplog, json_log):
     caplog.set_level(logging.DEBUG)
     user = world.users["manager"]
     pair = base64.b64encode(f"{user.username}:{PASSWORD}".encode()).decode()
@@ -110,3 +128,11 @@ def test_no_answer_or_log_line_shows_a_credential_a_token_or_a_session_id(world,
     assert session_id not in logged
     assert PASSWORD not in logged and pair not in logged
     assert KEY_ID not in logged and SECRET_KEY not in logged
+    lines = [json.loads(line) for line in json_log.getvalue().splitlines()]
+    assert any(
+        line["message"].startswith("Unauthorized") and len(line.get("request_id", "")) == 32
+        for line in lines
+    )
+    written = json_log.getvalue()
+    for secret in (raw, raw[4:], session_id, PASSWORD, pair, KEY_ID, SECRET_KEY):
+        assert secret not in written

@@ -3,7 +3,7 @@ form warning (HTMX, before sending) that an image needs a newer driver."""
 
 import pytest
 
-from rental.models import Image
+from rental.models import Image, OutboxMessage
 from tests import factories
 from tests.e2e.conftest import screenshot
 from tests.e2e.test_agent_pages import log_in
@@ -77,14 +77,11 @@ def test_it_shows_the_catalog_and_warns_on_the_form(live_server, browser):
     )
 
 
-def test_it_saves_a_lease_as_an_image_from_its_page(live_server, browser, monkeypatch):
+def test_it_saves_a_lease_as_an_image_from_its_page(live_server, browser):
     from playwright.sync_api import expect
 
-    from rental import jobs
     from tests.rental.agent.conftest import running_lease
 
-    sent = []
-    monkeypatch.setattr(jobs, "_send", lambda name, *args, **kw: sent.append((name, args)))
     f0 = factories.fixture_f0()
     run = running_lease(f0)
     page = browser.new_page(viewport={"width": 1360, "height": 1000})
@@ -102,4 +99,5 @@ def test_it_saves_a_lease_as_an_image_from_its_page(live_server, browser, monkey
     expect(page.locator("#project-images tr[data-state=pending]")).to_contain_text("ranking env")
     image = Image.objects.get(project=f0.alpha)
     assert (image.state, image.created_by) == ("pending", f0.alice)
-    assert sent == [("save_image_task", (image.pk,))]
+    sent = OutboxMessage.objects.values_list("task", "args")
+    assert list(sent) == [("rental.tasks.save_image_task", [image.pk])]

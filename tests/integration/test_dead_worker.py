@@ -2,6 +2,8 @@
 a launch, or right after a submission: the lease reaches ``active`` with exactly one cloud
 instance within about one sync period, found from the rows by the launch sweep, never by
 waiting for the broker (the visibility timeout stays at its production six minutes).
+Killed while its termination waits at the cloud: the instance is terminated within the
+stale-claim time and two sweeps, by the same sweep.
 
 The production timings are scaled down through settings: a 4 s sync period, a 3 s
 stale-claim time and a 1 s sweep (production: 30 s, 25 s and 5 s)."""
@@ -12,7 +14,8 @@ import pytest
 import redis
 from django.conf import settings
 
-from rental.loans import admission
+from rental.fleet import instances, sync
+from rental.loans import admission, ending
 from rental.models import Instance, RegionSync, Reservation
 from rental.providers.base import CloudState
 from tests import factories
@@ -121,3 +124,41 @@ def test_it_launches_within_a_sync_period_after_the_worker_died_after_a_submissi
         cloud.clear_faults()
     print(f"submitted, killed: active {elapsed:.1f} s after the kill")  # noqa: T201
     assert elapsed <= SYNC_PERIOD + 3 + 1 + MARGIN
+
+
+def test_it_terminates_within_the_stale_claim_time_after_the_worker_died_terminating(
+    cloud, tmp_path
+):
+    """The worker dies while its TerminateInstances waits at the cloud: its message stays
+    invisible for the broker's six minutes and no sync runs (a one-hour period), so only
+    the sweep can send the termination again, within the stale-claim time and two sweeps."""
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
+    f0 = factories.fixture_f0(endpoint_url=cloud.url)
+    lease = submit(f0)
+    instances.provision_instance(instance_id=lease.instances.get().pk)
+    sync.sync_instances()
+    assert Reservation.objects.get(pk=lease.pk).status == Status.ACTIVE
+    worker = scaled_worker(tmp_path)
+    worker.env["PORTAL_SYNC_INTERVAL"] = "3600"
+    cloud.delay("TerminateInstances", 30, when="before", times=1)
+    worker.start()
+    try:
+        ending.end_reservation(actor=f0.alice, reservation=Reservation.objects.get(pk=lease.pk))
+        assert cloud.wait_until_held("TerminateInstances", timeout=60)
+        worker.kill()
+        killed_at = time.monotonic()
+        cloud.clear_faults()
+        worker.start()
+        wait_for(
+            lambda: Instance.objects.get(reservation=lease).state == Instance.State.TERMINATED,
+            timeout=60,
+            what="the instance to be terminated after the kill",
+        )
+        elapsed = time.monotonic() - killed_at
+    finally:
+        worker.stop()
+        cloud.clear_faults()
+    alive = [c for c in cloud_instances(f0.account) if c.state == CloudState.RUNNING]
+    assert alive == []
+    print(f"terminating, killed: terminated {elapsed:.1f} s after the kill")  # noqa: T201
+    assert elapsed <= 3 + 2 * 1 + MARGIN

@@ -70,6 +70,37 @@ def test_it_fails_loudly_on_a_bad_value():
     assert "not a Fernet key" in bad_key.stderr
 
 
+def test_it_refuses_bad_operator_settings():
+    for name, value, said in (
+        ("PORTAL_METRICS_TOKEN", "too-short", "at least 24 characters"),
+        ("PORTAL_METRICS_ADDRESSES", "10.0.0.0/33", "must list IP addresses or networks"),
+        ("PORTAL_READY_BROKER_TIMEOUT", "0", "PORTAL_READY_BROKER_TIMEOUT must be at least 1"),
+    ):
+        result = manage("check", **{**PRODUCTION, name: value})
+        assert result.returncode != 0, name
+        assert said in result.stderr, (name, result.stderr[-500:])
+
+
+def test_it_keeps_metrics_closed_in_production_until_a_token_or_address_is_set():
+    said = "from portal import access; print('open', access.metrics_open())"
+    closed = manage("shell", "-c", said, **PRODUCTION)
+    assert closed.returncode == 0, closed.stderr
+    assert "open False" in closed.stdout
+    opened = manage("shell", "-c", said, **PRODUCTION, PORTAL_METRICS_ADDRESSES="10.0.0.0/8")
+    assert "open True" in opened.stdout
+
+
+def test_it_refuses_outage_timings_that_cannot_work():
+    for name, value, says in (
+        ("PORTAL_REDIS_TIMEOUT_SECONDS", "0", "PORTAL_REDIS_TIMEOUT_SECONDS must be at least 1"),
+        ("PORTAL_OUTAGE_RETRY_SECONDS", "-1", "PORTAL_OUTAGE_RETRY_SECONDS must not be negative"),
+        ("PORTAL_OUTBOX_SWEEP_INTERVAL", "0", "PORTAL_OUTBOX_SWEEP_INTERVAL must be at least 1"),
+    ):
+        result = manage("check", **{**PRODUCTION, name: value})
+        assert result.returncode != 0, name
+        assert says in result.stderr
+
+
 def test_it_refuses_login_throttle_settings_that_would_turn_it_off_or_trust_anyone():
     no_count = manage("check", **{**PRODUCTION, "LOGIN_THROTTLE_ACCOUNT_ATTEMPTS": "0"})
     assert no_count.returncode != 0

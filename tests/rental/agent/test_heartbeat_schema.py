@@ -47,7 +47,7 @@ def test_the_schema_describes_the_heartbeat_with_its_token_and_answers(schema):
     assert schema["components"]["securitySchemes"]["agentToken"]["scheme"] == "bearer"
     body = operation["requestBody"]["content"]["application/json"]["schema"]
     assert body == {"$ref": "#/components/schemas/AgentHeartbeat"}
-    assert set(operation["responses"]) == {"200", "400", "401", "409", "429"}
+    assert set(operation["responses"]) == {"200", "400", "401", "409", "429", "503"}
     assert "Retry-After" in operation["responses"]["429"]["headers"]
     gpus = schema["components"]["schemas"]["AgentSample"]["properties"]["gpus"]
     assert gpus["maxItems"] == MAX_GPUS

@@ -19,12 +19,19 @@ from rental.providers.base import (
     CloudState,
     LaunchSpec,
 )
+from tests import factories
 from tests.notices import told
 from tests.rental.fleet.conftest import cloud_instances
 
 pytestmark = pytest.mark.django_db
 State = Instance.State
 Status = Reservation.Status
+
+
+@pytest.fixture(autouse=True)
+def _grace(settings):
+    """Syncs 30 s apart, as in production; the grace has tests of its own below."""
+    settings.PORTAL_ORPHAN_GRACE_SECONDS = 30
 
 
 def stray(f0c, *, project="alpha", key="stray-1"):
@@ -191,3 +198,98 @@ def test_it_shows_orphans_to_admins_only(f0c, cloud, t0, client):
     page = client.get(url).content.decode()
     assert Orphan.objects.get().external_id in page
     assert "gpu-portal:project=alpha" in page
+
+
+def running_lease(f0c, t0):
+    lease = admission.submit_reservation(
+        actor=f0c.alice,
+        project=f0c.alpha,
+        gpu_model=f0c.model,
+        gpu_count=1,
+        duration_hours=1,
+        priority="experiment",
+        market="on_demand",
+        now=t0,
+    )
+    instance = lease.instances.get()
+    instances.provision_instance(instance_id=instance.pk, now=t0)
+    instance.refresh_from_db()
+    return instance
+
+
+@pytest.mark.parametrize("grace", [90, 150])
+def test_it_acts_on_an_orphan_only_after_two_syncs_a_grace_period_apart(
+    f0c, cloud, t0, settings, grace
+):
+    settings.PORTAL_ORPHAN_POLICY = "terminate"
+    settings.PORTAL_ORPHAN_GRACE_SECONDS = grace
+    orphan = stray(f0c)
+    for seconds in range(0, grace, 30):
+        sync.sync_instances(now=t0 + timedelta(seconds=seconds))
+        assert state_of(f0c, orphan.external_id) == CloudState.RUNNING, seconds
+    assert Orphan.objects.get().status == Orphan.Status.OPEN
+    assert admin_notes(f0c) == []  # not even reported before the grace
+
+    sync.sync_instances(now=t0 + timedelta(seconds=grace))
+    assert Orphan.objects.get().status == Orphan.Status.TERMINATING
+    assert state_of(f0c, orphan.external_id) != CloudState.RUNNING
+
+
+def test_it_never_takes_an_instance_being_terminated_for_an_orphan(f0c, cloud, t0, settings):
+    """A describe taken before a termination reached the cloud still lists the instance
+    running while its row has just ended: that is no orphan, until the grace is over."""
+    settings.PORTAL_ORPHAN_POLICY = "terminate"
+    settings.PORTAL_ORPHAN_GRACE_SECONDS = 120
+    instance = running_lease(f0c, t0)
+    ended = t0 + timedelta(minutes=5)
+    Instance.objects.filter(pk=instance.pk).update(state=State.TERMINATED, terminated_at=ended)
+
+    for seconds in (0, 30, 60, 119):
+        sync.sync_instances(now=ended + timedelta(seconds=seconds))
+    assert not Orphan.objects.exists()
+    assert state_of(f0c, instance.external_id) == CloudState.RUNNING
+
+    # Still running two minutes after its row ended: a real one, found and handled.
+    sync.sync_instances(now=ended + timedelta(seconds=120))
+    row = Orphan.objects.get()
+    assert (row.known_instance_id, row.status) == (instance.pk, Orphan.Status.OPEN)
+    sync.sync_instances(now=ended + timedelta(seconds=240))
+    assert state_of(f0c, instance.external_id) != CloudState.RUNNING
+
+
+def test_it_never_takes_another_accounts_instance_for_an_orphan(f0c, cloud, t0, settings):
+    """Two provider accounts reaching one cloud account: each describe lists the other's
+    instances. None is an orphan, and admins are told once of the two accounts."""
+    settings.PORTAL_ORPHAN_POLICY = "terminate"
+    second = factories.account(
+        endpoint_url=cloud.url, name="Second door", access_key_id="AKIDTESTGOOD0002"
+    )
+    instance = running_lease(f0c, t0)
+    for seconds in (0, 30, 60, 90, 300):
+        sync.sync_instances(now=t0 + timedelta(seconds=seconds))
+
+    assert not Orphan.objects.exists()
+    assert state_of(f0c, instance.external_id) == CloudState.RUNNING
+    f0c.account.refresh_from_db()
+    second.refresh_from_db()
+    assert f0c.account.cloud_account_id == second.cloud_account_id != ""
+    [(subject, body)] = admin_notes(f0c)
+    assert subject in (
+        "Accounts Test cloud and Second door reach the same cloud account",
+        "Accounts Second door and Test cloud reach the same cloud account",
+    )
+    assert f"cloud account {second.cloud_account_id}" in body
+
+
+def test_it_shows_admins_which_accounts_share_a_cloud_account(f0c, cloud, t0, client):
+    second = factories.account(
+        endpoint_url=cloud.url, name="Second door", access_key_id="AKIDTESTGOOD0002"
+    )
+    running_lease(f0c, t0)
+    sync.sync_instances(now=t0)
+    f0c.admin.is_superuser = True
+    f0c.admin.save()
+    client.force_login(f0c.admin)
+    page = client.get(reverse("admin:rental_provideraccount_change", args=[second.pk]))
+    second.refresh_from_db()
+    assert f"{second.cloud_account_id}, also reached by Test cloud" in page.content.decode()

@@ -5,12 +5,12 @@ repeated); one claimed task per account and region."""
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.db.models import Max
 
-from rental import jobs
 from rental.fleet import instances, recovery, sync
 from rental.fleet.failover import Attempt, Place, attempt_number, client_token
 from rental.loans import admission
-from rental.models import Instance, ProviderAccount, RegionSync, Reservation
+from rental.models import Instance, OutboxMessage, ProviderAccount, RegionSync, Reservation
 from rental.providers.base import ProviderErrorKind as Kind
 from tests.rental.fleet.conftest import cloud_instances
 
@@ -99,24 +99,38 @@ def test_it_reuses_the_token_of_an_unanswered_call_so_the_cloud_creates_one(f0c,
 # The sweep ------------------------------------------------------------------------------
 
 
+class Sent:
+    """The work for Celery asked for since the last ``clear()``: the outbox's rows
+    (rental.jobs), as (task name, *args)."""
+
+    def __init__(self) -> None:
+        self.after = 0
+
+    def calls(self) -> list[tuple]:
+        rows = OutboxMessage.objects.filter(pk__gt=self.after).order_by("pk")
+        return [(row.task.removeprefix("rental.tasks."), *row.args) for row in rows]
+
+    def clear(self) -> None:
+        self.after = OutboxMessage.objects.aggregate(last=Max("pk"))["last"] or 0
+
+
 @pytest.fixture
-def sent(monkeypatch):
-    calls: list[tuple] = []
-    monkeypatch.setattr(jobs, "_send", lambda name, *args, **kw: calls.append((name, *args)))
-    return calls
+def sent(db) -> Sent:
+    return Sent()
 
 
 def test_it_sends_again_a_launch_whose_worker_died_after_its_claim(f0c, sent, settings):
     settings.PORTAL_LAUNCH_STALE_SECONDS = 25
     instance = submit(f0c).instances.get()
     Instance.objects.filter(pk=instance.pk).update(state=State.LAUNCHING, claimed_at=T0)
+    sent.clear()  # the submission's own launch
 
     assert recovery.sweep_launches(now=T0 + timedelta(seconds=24)) == []
     assert recovery.sweep_launches(now=T0 + timedelta(seconds=26)) == [instance.pk]
 
     instance.refresh_from_db()
     assert (instance.state, instance.claimed_at) == (State.REQUESTED, None)
-    assert ("provision_instance_task", instance.pk) in sent
+    assert sent.calls() == [("provision_instance_task", instance.pk)]
     # Sent once per stale-claim time, not on every sweep while it waits in the queue.
     sent.clear()
     assert recovery.sweep_launches(now=T0 + timedelta(seconds=31)) == []
@@ -131,8 +145,9 @@ def test_it_leaves_a_live_claim_and_a_recorded_launch_alone(f0c, sent):
     Instance.objects.filter(pk=second.pk).update(
         state=State.LAUNCHING, claimed_at=T0, external_id="i-0123456789abcdef0"
     )
+    sent.clear()  # the submissions' own launches
     assert recovery.sweep_launches(now=T0 + timedelta(seconds=30)) == []
-    assert sent == []
+    assert sent.calls() == []
 
 
 def test_it_sends_again_a_launch_nobody_claimed_after_its_admission(f0c, sent, settings):
@@ -161,7 +176,7 @@ def test_it_fans_out_one_task_per_account_and_region(f0c, sent):
     f0c.account.save()
     pairs = sync.start_sync(now=T0)
     assert pairs == [(f0c.account.pk, "us-east-1"), (f0c.account.pk, "us-west-2")]
-    assert [call for call in sent if call[0] == "sync_region_task"] == [
+    assert [call for call in sent.calls() if call[0] == "sync_region_task"] == [
         ("sync_region_task", f0c.account.pk, "us-east-1"),
         ("sync_region_task", f0c.account.pk, "us-west-2"),
     ]
@@ -201,3 +216,64 @@ def test_it_keeps_a_failing_region_to_itself(f0c, cloud):
     assert shown.synced_at is None
     assert shown.sync_error.startswith("us-west-2: transient: InternalError")
     assert Reservation.objects.count() == 0
+
+
+# Terminations --------------------------------------------------------------------------
+
+
+def stopping(f0c, now=T0):
+    """A lease ended while running: billing stopped, its termination sent on commit."""
+    instance = submit(f0c, now=now).instances.get()
+    Instance.objects.filter(pk=instance.pk).update(
+        state=State.STOPPING, external_id="i-0123456789abcdef0", claimed_at=None
+    )
+    return instance
+
+
+@pytest.mark.parametrize("stale", [25, 40])
+def test_it_sends_again_a_termination_whose_worker_died(f0c, sent, settings, stale):
+    settings.PORTAL_LAUNCH_STALE_SECONDS = stale
+    instance = stopping(f0c)
+    sent.clear()  # the submission's own launch
+    # The first sweep after the row became stopping notes it: its termination was just sent.
+    assert recovery.sweep_terminations(now=T0) == []
+    assert recovery.sweep_terminations(now=T0 + timedelta(seconds=stale)) == []
+    assert recovery.sweep_terminations(now=T0 + timedelta(seconds=stale + 1)) == [instance.pk]
+    assert sent.calls() == [("terminate_instance_task", instance.pk)]
+    # Once per stale-claim time while it waits, never on every sweep.
+    sent.clear()
+    assert recovery.sweep_terminations(now=T0 + timedelta(seconds=stale + 6)) == []
+    assert recovery.sweep_terminations(now=T0 + timedelta(seconds=2 * stale + 2)) == [instance.pk]
+
+
+def test_it_leaves_a_termination_being_worked_on_alone(f0c, sent, settings):
+    settings.PORTAL_LAUNCH_STALE_SECONDS = 25
+    instance = stopping(f0c)
+    Instance.objects.filter(pk=instance.pk).update(terminate_sent_at=T0 + timedelta(seconds=20))
+    sent.clear()  # the submission's own launch
+    assert recovery.sweep_terminations(now=T0 + timedelta(seconds=40)) == []
+    assert sent.calls() == []
+
+
+def test_it_never_sends_a_spot_termination_before_its_notice_ends(f0c, sent, settings):
+    settings.PORTAL_LAUNCH_STALE_SECONDS = 25
+    instance = stopping(f0c)
+    notice_end = T0 + timedelta(seconds=120)
+    Instance.objects.filter(pk=instance.pk).update(terminate_sent_at=notice_end)
+    for seconds in (0, 30, 60, 120, 145):
+        assert recovery.sweep_terminations(now=T0 + timedelta(seconds=seconds)) == [], seconds
+    assert recovery.sweep_terminations(now=notice_end + timedelta(seconds=26)) == [instance.pk]
+
+
+def test_it_sweeps_terminations_in_a_fixed_number_of_queries(
+    f0c, sent, django_assert_max_num_queries
+):
+    base = stopping(f0c)
+    for count in (2, 12):
+        for n in range(count - Instance.objects.count()):
+            base.pk, base.idempotency_key = None, ""
+            base.external_id = f"i-{count:04x}{n:013x}"
+            base.save()
+        Instance.objects.update(state=State.STOPPING, terminate_sent_at=T0)
+        with django_assert_max_num_queries(6):  # 5, and one insert of the messages (outbox)
+            assert len(recovery.sweep_terminations(now=T0 + timedelta(minutes=5))) == count

@@ -1,0 +1,16 @@
+"""gunicorn's settings for the portal, read from the folder it starts in (the image's /app).
+
+With ``PROMETHEUS_MULTIPROC_DIR`` set (docker-compose.yml sets it for web), every worker
+process writes its request and database metrics into that folder and /metrics adds them
+up; a worker that exits is marked dead here, so its gauges stop counting. See
+docs/operations.md, "Metrics".
+"""
+
+import os
+
+from prometheus_client import multiprocess
+
+
+def child_exit(server: object, worker: object) -> None:
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        multiprocess.mark_process_dead(worker.pid)  # type: ignore[attr-defined]
