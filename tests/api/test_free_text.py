@@ -243,7 +243,7 @@ def unchanged() -> tuple[dict, dict]:
     return written(), counts()
 
 
-def with_value(body: dict[str, Any], field: str, value: str) -> dict[str, Any]:
+def with_value(body: dict[str, Any], field: str, value: Any) -> dict[str, Any]:
     if field.endswith("[]"):
         return {**body, field[:-2]: [value]}
     return {**body, field: value}
@@ -290,4 +290,16 @@ def test_a_control_character_is_a_400_on_its_field_and_nothing_is_written(
         assert answer.status_code == 400, (answer.status_code, answer.content[:300])
         errors = answer.json().get("errors") or {}
         assert field.removesuffix("[]") in errors, answer.json()
+    assert unchanged() == before
+
+
+@pytest.mark.parametrize("value", [5, True, {"text": "x"}])
+@pytest.mark.parametrize(("operation", "field"), LISTED)
+def test_a_text_field_takes_only_text(world, operation, field, value):
+    """The schema says a string: a number is not read as its digits (DRF would)."""
+    write = writes(world)[operation]
+    before = unchanged()
+    answer = send(world, write, with_value(write.body, field, value))
+    assert answer.status_code == 400, (answer.status_code, answer.content[:300])
+    assert field.removesuffix("[]") in (answer.json().get("errors") or {}), answer.json()
     assert unchanged() == before
