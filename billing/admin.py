@@ -11,11 +11,11 @@ from django.utils.translation import gettext_lazy as _
 
 from billing.models import Budget, BudgetAlert, Statement, StatementLine
 from billing.thresholds import clean_thresholds, readable_thresholds
-from portal.admin import ReadOnlyAdmin
+from portal.admin import PortalAdmin, PortalInline, ReadOnlyAdmin
 from portal.numbers import NonNegativeNumbersForm
 
 
-class StatementLineInline(admin.TabularInline):
+class StatementLineInline(PortalInline):
     model = StatementLine
     extra = 0
     can_delete = False
@@ -76,7 +76,7 @@ class BudgetForm(NonNegativeNumbersForm):
 
 
 @admin.register(Budget)
-class BudgetAdmin(admin.ModelAdmin):
+class BudgetAdmin(PortalAdmin):
     form = BudgetForm
     list_display = ["project", "monthly_amount", "threshold_list", "cap_policy"]
     list_filter = ["cap_policy"]

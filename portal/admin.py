@@ -1,24 +1,52 @@
-"""Admin for the people side: users with their memberships, projects, the audit log and
-notifications. Changelists select their related rows up front, so each page runs a fixed
-number of queries however many rows it shows."""
+"""Admin for the people side: users with their memberships, projects, the audit log,
+notifications and login locks. Changelists select their related rows up front, so each
+page runs a fixed number of queries however many rows it shows."""
 
 import json
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
-from django.contrib.auth.admin import UserAdmin
-from django.db.models import Count, QuerySet
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.models import Group
+from django.db import models
+from django.db.models import Count, Field, QuerySet
 from django.http import HttpRequest
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
-from portal.models import AuditEvent, Membership, Notification, Project
+from portal import access, login_throttle
+from portal.errors import DomainError
+from portal.models import AuditEvent, LoginLock, Membership, Notification, Project
+from portal.nesting import ShallowJSONField
+from portal.text import follows_text_rule
 
 User = get_user_model()
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class PlainTextFields:
+    """What an admin types follows the portal's rules for text (``portal.text``: no
+    bidirectional or other invisible control characters) and for JSON
+    (``portal.nesting``: not nested past its limit), as on every other form."""
+
+    def formfield_for_dbfield(self, db_field: Field, request: HttpRequest, **kwargs: Any) -> Any:
+        if isinstance(db_field, models.JSONField):
+            kwargs.setdefault("form_class", ShallowJSONField)
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)  # type: ignore[misc]
+        return follows_text_rule(field) if field is not None else None
+
+
+class PortalAdmin(PlainTextFields, admin.ModelAdmin):
+    """Every admin page of the portal's models."""
+
+
+class PortalInline(PlainTextFields, admin.TabularInline):
+    """Every inline of the portal's admin pages."""
+
+
+class ReadOnlyAdmin(PortalAdmin):
     """Rows written by the portal itself: anyone may look, nobody adds, edits or deletes."""
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -31,7 +59,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-class UserMembershipInline(admin.TabularInline):
+class UserMembershipInline(PortalInline):
     model = Membership
     fk_name = "user"
     extra = 0
@@ -42,7 +70,7 @@ class UserMembershipInline(admin.TabularInline):
     verbose_name_plural = _("project memberships")
 
 
-class ProjectMembershipInline(admin.TabularInline):
+class ProjectMembershipInline(PortalInline):
     model = Membership
     fk_name = "project"
     extra = 0
@@ -54,10 +82,16 @@ class ProjectMembershipInline(admin.TabularInline):
 
 
 admin.site.unregister(User)
+admin.site.unregister(Group)
+
+
+@admin.register(Group)
+class PortalGroupAdmin(PlainTextFields, GroupAdmin):
+    """Django's, with the portal's rule for the group's name."""
 
 
 @admin.register(User)
-class PortalUserAdmin(UserAdmin):
+class PortalUserAdmin(PlainTextFields, UserAdmin):
     inlines = [UserMembershipInline]
     list_display = ["username", "email", "first_name", "last_name", "is_staff", "is_active"]
     list_filter = ["is_staff", "is_superuser", "is_active", "groups"]
@@ -65,7 +99,7 @@ class PortalUserAdmin(UserAdmin):
 
 
 @admin.register(Project)
-class ProjectAdmin(admin.ModelAdmin):
+class ProjectAdmin(PortalAdmin):
     inlines = [ProjectMembershipInline]
     list_display = ["slug", "name", "cost_center", "member_count", "is_active", "created_at"]
     list_filter = ["is_active"]
@@ -114,7 +148,7 @@ class AuditEventAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Notification)
-class NotificationAdmin(admin.ModelAdmin):
+class NotificationAdmin(PortalAdmin):
     list_display = ["subject", "user", "created_at", "read_at"]
     list_filter = [("read_at", admin.EmptyFieldListFilter), "created_at"]
     search_fields = ["subject", "user__username", "user__email"]
@@ -122,6 +156,67 @@ class NotificationAdmin(admin.ModelAdmin):
     autocomplete_fields = ["user"]
     readonly_fields = ["created_at"]
     date_hierarchy = "created_at"
+
+
+class InForceFilter(admin.SimpleListFilter):
+    title = _("in force")
+    parameter_name = "in_force"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        return [("yes", _("Yes")), ("no", _("No"))]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[LoginLock]) -> QuerySet:
+        in_force = {"lifted_at__isnull": True, "until__gt": timezone.now()}
+        if self.value() == "yes":
+            return queryset.filter(**in_force)
+        if self.value() == "no":
+            return queryset.exclude(**in_force)
+        return queryset
+
+
+@admin.register(LoginLock)
+class LoginLockAdmin(ReadOnlyAdmin):
+    """Accounts locked after many failed logins from anywhere (``portal.login_throttle``):
+    every admin sees them and may lift one; the portal writes them, nobody edits them."""
+
+    list_display = ["username", "in_force", "failures", "locked_at", "until", "lifted_by"]
+    list_filter = [InForceFilter, "locked_at"]
+    search_fields = ["username"]
+    list_select_related = ["lifted_by"]
+    actions = ["lift"]
+    fields = ["username", "failures", "locked_at", "until", "lifted_at", "lifted_by"]
+    readonly_fields = fields
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return access.is_admin(request.user)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return access.is_admin(request.user)
+
+    def has_lift_permission(self, request: HttpRequest) -> bool:
+        return access.is_admin(request.user)
+
+    @admin.display(description=_("in force"), boolean=True)
+    def in_force(self, obj: LoginLock) -> bool:
+        return obj.in_force()
+
+    @admin.action(description=_("Lift the selected locks"), permissions=["lift"])
+    def lift(self, request: HttpRequest, queryset: QuerySet[LoginLock]) -> None:
+        lifted, refused = 0, []
+        for lock in queryset:
+            try:
+                login_throttle.lift_lock(actor=request.user, lock=lock, source="admin")
+            except DomainError as error:
+                refused.append(error.message)
+            else:
+                lifted += 1
+        if lifted:
+            messages.success(
+                request,
+                ngettext("%(n)s lock lifted.", "%(n)s locks lifted.", lifted) % {"n": lifted},
+            )
+        for message in refused:
+            messages.warning(request, message)
 
 
 def _pretty_json(data: Any) -> str:

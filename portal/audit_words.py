@@ -1,13 +1,14 @@
-"""How the portal's own audit events read (``portal.audit_log``): projects, members and
-API tokens."""
+"""How the portal's own audit events read (``portal.audit_log``): projects, members,
+API tokens and login locks."""
 
 from collections.abc import Mapping
 
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext_lazy
 
-from portal.audit_log import Kind, Named, Value, Verb, choice, numeric_ids
-from portal.models import ApiToken, Membership, Project
+from portal.audit_log import Kind, Named, Value, Verb, choice, counted, numeric_ids
+from portal.models import ApiToken, LoginLock, Membership, Project
 
 
 def _projects(ids: list[str]) -> Mapping[str, Named]:
@@ -36,6 +37,16 @@ def _tokens(ids: list[str]) -> Mapping[str, Named]:
     }
 
 
+def _login_locks(ids: list[str]) -> Mapping[str, Named]:
+    return {
+        str(lock.pk): Named(
+            _("“%(name)s”") % {"name": lock.username},
+            reverse("admin:portal_loginlock_change", args=[lock.pk]),
+        )
+        for lock in LoginLock.objects.filter(pk__in=numeric_ids(ids))
+    }
+
+
 VERBS = {
     "project.created": Verb(_("%(actor)s created the project %(object)s"), _("Project created")),
     "project.renamed": Verb(
@@ -49,12 +60,19 @@ VERBS = {
     ),
     "token.created": Verb(_("%(actor)s created the API token %(object)s"), _("API token created")),
     "token.revoked": Verb(_("%(actor)s revoked the API token %(object)s"), _("API token revoked")),
+    "login_lock.locked": Verb(
+        _("%(actor)s locked the login of %(object)s after %(failures)s"), _("Login locked")
+    ),
+    "login_lock.lifted": Verb(
+        _("%(actor)s lifted the login lock on %(object)s"), _("Login lock lifted")
+    ),
 }
 
 KINDS = {
     "portal.project": Kind(_("project"), _projects),
     "portal.membership": Kind(_("membership"), _memberships),
     "portal.apitoken": Kind(_("API token"), _tokens),
+    "portal.loginlock": Kind(_("login lock"), _login_locks),
 }
 
 VALUES = {
@@ -64,4 +82,10 @@ VALUES = {
     "user": Value(_("Person")),
     "role": Value(_("Role"), choice(Membership.Role)),
     "expires_at": Value(_("Expires")),
+    "username": Value(_("Username")),
+    "failures": Value(
+        _("Failed logins"),
+        counted(ngettext_lazy("%(n)s failed login", "%(n)s failed logins", "n")),
+    ),
+    "until": Value(_("Locked until")),
 }

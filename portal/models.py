@@ -198,3 +198,36 @@ class Heartbeat(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class LoginLock(models.Model):
+    """An account locked after ``LOGIN_THROTTLE_ACCOUNT_ATTEMPTS`` failed logins from any
+    addresses in one window (``portal.login_throttle``): every password is refused until
+    ``until``, or until an admin lifts it. Kept for the name as typed (case and width
+    folded), whether or not an account has it, so a lock says nothing about who exists."""
+
+    username = models.CharField(_("username"), max_length=150, db_index=True)
+    failures = models.PositiveIntegerField(_("failed logins"))
+    locked_at = models.DateTimeField(_("locked at"), default=timezone.now)
+    until = models.DateTimeField(_("locked until"))
+    lifted_at = models.DateTimeField(_("lifted at"), null=True, blank=True)
+    lifted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("lifted by"),
+    )
+
+    class Meta:
+        ordering = ["-locked_at", "-id"]
+        verbose_name = _("login lock")
+        verbose_name_plural = _("login locks")
+
+    def __str__(self) -> str:
+        return f"{self.username} ({self.locked_at:%Y-%m-%d %H:%M})"
+
+    def in_force(self, now=None) -> bool:
+        now = now or timezone.now()
+        return self.lifted_at is None and self.until > now

@@ -13,6 +13,11 @@ formatted when rendered; and other phrases, for parts that are themselves transl
 tier, a reason). A decimal is kept as its exact text. ``Joined`` puts several texts one
 after another with a separator that is itself a text (" or ", a new line).
 
+A phrase whose words depend on a number ("1 try", "8 tries") keeps both forms, marked
+with ``plural_noop`` where it is written, and is counted by its parameter ``n``: it is
+said with ``ngettext``, so each language picks its own form (Chinese has one).
+``duration(seconds)`` says how long something took that way.
+
 What a ``PhraseField`` holds is a ``Text``: a phrase, a joined text, or a plain string
 (a row written before phrases, a cloud's own words, a person's comment), which reads as
 it was written. A translation that lost a placeholder never breaks a page: the words are
@@ -31,7 +36,7 @@ from typing import Any, Union
 from django.db import models
 from django.utils import translation
 from django.utils.functional import Promise
-from django.utils.translation import gettext, gettext_noop
+from django.utils.translation import gettext, gettext_noop, ngettext
 from django.utils.translation import gettext_lazy as _
 
 # What may be kept and said later: a phrase, several joined, or words as written.
@@ -58,22 +63,40 @@ def _checked(value: object) -> Param:
     raise TypeError(f"a phrase parameter cannot be a {type(value).__name__}: {value!r}")
 
 
+def plural_noop(singular: str, plural: str) -> tuple[str, str]:
+    """Marks a phrase's two forms for the catalog, as one entry with a plural (our
+    ``makemessages`` knows this name); returns them as they are, for ``Phrase``."""
+    return singular, plural
+
+
 @dataclass(frozen=True, init=False)
 class Phrase:
     """A message id and its parameters, translated only when it is said.
 
     ``Phrase(gettext_noop("Ready: %(lease)s"), lease=...)``: the msgid must be marked where
     it is written (``gettext_noop``), so the catalog has it.
+    ``Phrase(plural_noop("%(n)s try", "%(n)s tries"), n=8)``: both forms, counted by ``n``.
     """
 
     msgid: str
     params: tuple[tuple[str, Param], ...]
+    plural: str = ""
 
-    def __init__(self, msgid: str, /, **params: object) -> None:
-        object.__setattr__(self, "msgid", str(msgid))
+    def __init__(self, msgid: str | tuple[str, str], /, **params: object) -> None:
+        singular, plural = msgid if isinstance(msgid, tuple) else (msgid, "")
+        if plural and (not isinstance(params.get("n"), int) or isinstance(params["n"], bool)):
+            raise TypeError("a phrase with a plural is counted by a whole number n")
+        object.__setattr__(self, "msgid", str(singular))
+        object.__setattr__(self, "plural", str(plural))
         object.__setattr__(
             self, "params", tuple(sorted((name, _checked(v)) for name, v in params.items()))
         )
+
+    @property
+    def count(self) -> int:
+        """The number a phrase with a plural is counted by (0 for any other)."""
+        n = dict(self.params).get("n")
+        return n if isinstance(n, int) else 0
 
     def __str__(self) -> str:
         return render(self)
@@ -120,6 +143,27 @@ def sentences(*parts: Text) -> Text:
     return said
 
 
+def duration(seconds: float) -> Phrase:
+    """How long something took, in words: whole seconds under a minute ("14 seconds"),
+    else minutes (to the nearest, "9 minutes"), from two hours hours and minutes."""
+    whole = max(0, round(seconds))
+    if whole < 60:
+        return Phrase(plural_noop("%(n)s second", "%(n)s seconds"), n=whole)
+    minutes = round(whole / 60)
+    if minutes < 120:
+        return Phrase(plural_noop("%(n)s minute", "%(n)s minutes"), n=minutes)
+    hours, minutes = divmod(minutes, 60)
+    said_hours = Phrase(plural_noop("%(n)s hour", "%(n)s hours"), n=hours)
+    if not minutes:
+        return said_hours
+    # Translators: a duration of hours and minutes, "2 hours 5 minutes".
+    return Phrase(
+        gettext_noop("%(hours)s %(minutes)s"),
+        hours=said_hours,
+        minutes=Phrase(plural_noop("%(n)s minute", "%(n)s minutes"), n=minutes),
+    )
+
+
 def render(text: Text, language: str | None = None) -> str:
     """``text`` said in ``language`` (a code of ``LANGUAGES``), or in the active one."""
     if language is None:
@@ -131,13 +175,18 @@ def render(text: Text, language: str | None = None) -> str:
 def _said(value: Param) -> str:
     if isinstance(value, Phrase):
         values = {name: _said(param) for name, param in value.params}
+        if value.plural:
+            translated = ngettext(value.msgid, value.plural, value.count)
+            written = value.msgid if value.count == 1 else value.plural
+        else:
+            translated, written = gettext(value.msgid), value.msgid
         try:
-            return gettext(value.msgid) % values
+            return translated % values
         except (KeyError, ValueError, TypeError):
             try:  # a translation that lost or renamed a placeholder: the words as written
-                return value.msgid % values
+                return written % values
             except (KeyError, ValueError, TypeError):
-                return value.msgid
+                return written
     if isinstance(value, Joined):
         return _said(value.separator).join(_said(part) for part in value.parts)
     if isinstance(value, datetime):
@@ -153,6 +202,8 @@ def dump(value: Param) -> Any:
     """``value`` as JSON data: ``load(dump(v)) == v``."""
     if isinstance(value, Phrase):
         data: dict[str, Any] = {"msgid": value.msgid}
+        if value.plural:
+            data["plural"] = value.plural
         if value.params:
             data["params"] = {name: dump(param) for name, param in value.params}
         return data
@@ -180,6 +231,8 @@ def _loaded(data: Any) -> Any:
     if isinstance(data, dict):
         if "msgid" in data:
             params = {name: _loaded(value) for name, value in data.get("params", {}).items()}
+            if "plural" in data:
+                return Phrase((data["msgid"], data["plural"]), **params)
             return Phrase(data["msgid"], **params)
         if "join" in data:
             return Joined([_loaded(part) for part in data["join"]], _loaded(data.get("sep", " ")))

@@ -20,6 +20,7 @@ from django.utils.translation import gettext as _
 
 from portal.errors import InvalidInput
 from portal.models import Membership, Project
+from portal.nesting import MAX_DEPTH, too_deep
 
 TOP_KEYS = ("project", "name", "quotas", "budget", "members", "default_image", "volumes")
 # The keys the portal handles itself; a section module owns each of the others.
@@ -119,12 +120,20 @@ def load(doc: str) -> Any:
         raise fail("document", _("must be YAML text"))
     if len(doc) > MAX_DOCUMENT:
         raise fail("document", _("is longer than %(max)s bytes") % {"max": MAX_DOCUMENT})
+    nested_too_deep = fail(
+        "document", _("nests more than %(most)s levels deep") % {"most": MAX_DEPTH}
+    )
     try:
-        return yaml.safe_load(doc)
+        data = yaml.safe_load(doc)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = _("line %(line)s") % {"line": mark.line + 1} if mark else ""
         raise fail("document", _("is not valid YAML %(where)s") % {"where": where}) from None
+    except RecursionError:  # the YAML reader recurses as deep as the document nests
+        raise nested_too_deep from None
+    if too_deep(data):
+        raise nested_too_deep
+    return data
 
 
 def validate(data: Any, *, sections: Mapping[str, Section]) -> dict[str, Any]:

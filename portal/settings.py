@@ -247,12 +247,30 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
-# Failed logins allowed per username and per address in LOGIN_THROTTLE_WINDOW seconds.
-# Per account; per address much higher, so one person's typos never lock out the others
-# behind the same proxy (portal.login_throttle). Counted in the shared cache.
+# Failed logins (portal.login_throttle), each count over LOGIN_THROTTLE_WINDOW seconds:
+# one account from one address tries freely ATTEMPTS times, then waits 1, 2, 4 … seconds
+# (at most DELAY_MAX) between tries; one address stops after ADDRESS_ATTEMPTS failures on
+# any accounts; one account is locked (an admin can lift it) after ACCOUNT_ATTEMPTS
+# failures from any addresses. Counted in the shared cache.
 LOGIN_THROTTLE_ATTEMPTS = env_int("LOGIN_THROTTLE_ATTEMPTS", 5)
+LOGIN_THROTTLE_DELAY_MAX = env_int("LOGIN_THROTTLE_DELAY_MAX", 300)
 LOGIN_THROTTLE_ADDRESS_ATTEMPTS = env_int("LOGIN_THROTTLE_ADDRESS_ATTEMPTS", 50)
+LOGIN_THROTTLE_ACCOUNT_ATTEMPTS = env_int("LOGIN_THROTTLE_ACCOUNT_ATTEMPTS", 50)
 LOGIN_THROTTLE_WINDOW = env_int("LOGIN_THROTTLE_WINDOW", 900)
+for _name in (
+    "LOGIN_THROTTLE_ATTEMPTS",
+    "LOGIN_THROTTLE_DELAY_MAX",
+    "LOGIN_THROTTLE_ADDRESS_ATTEMPTS",
+    "LOGIN_THROTTLE_ACCOUNT_ATTEMPTS",
+    "LOGIN_THROTTLE_WINDOW",
+):
+    if globals()[_name] < 1:
+        raise ImproperlyConfigured(f"{_name} must be at least 1.")
+# How many proxies in front of the portal append to X-Forwarded-For (portal.client_address):
+# the client is that many entries from the right. 0: the header is ignored.
+PORTAL_TRUSTED_PROXIES = env_int("PORTAL_TRUSTED_PROXIES", 0)
+if PORTAL_TRUSTED_PROXIES < 0:
+    raise ImproperlyConfigured("PORTAL_TRUSTED_PROXIES must be 0 or more.")
 AUTHENTICATION_BACKENDS = ["portal.login_throttle.ThrottledModelBackend"]
 
 LANGUAGE_CODE = "en"
@@ -511,10 +529,10 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["portal.api.parsers.JSONParser"],
     "DEFAULT_PAGINATION_CLASS": "portal.api.pagination.PortalPagination",
     "DEFAULT_FILTER_BACKENDS": [
-        "django_filters.rest_framework.DjangoFilterBackend",
+        "portal.api.filters.FilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -524,6 +542,9 @@ REST_FRAMEWORK = {
         "portal.api.throttling.PerUserRateThrottle",
         "portal.api.throttling.PerAddressAnonThrottle",
     ],
+    # DRF's own reading of X-Forwarded-For, for any throttle that uses it; ours read the
+    # address from portal.client_address, which follows the same setting.
+    "NUM_PROXIES": PORTAL_TRUSTED_PROXIES,
     # Per token, per user (all their tokens and their browser together), per address.
     "DEFAULT_THROTTLE_RATES": {
         "token": env_str("API_THROTTLE_TOKEN", "600/min"),

@@ -67,18 +67,24 @@ def validate_plain_text(value: str) -> None:
         raise ValidationError(problem, code="text")
 
 
+def follows_text_rule(field: forms.Field) -> forms.Field:
+    """``field`` (a form's field) checking this module's rule if it takes text; a JSON
+    field's text is data, checked by its own form."""
+    if isinstance(field, forms.CharField) and not isinstance(field, forms.JSONField):
+        # Django's own NUL check would say it a second time, in other words.
+        field.validators = [
+            v
+            for v in field.validators
+            if not isinstance(v, ProhibitNullCharactersValidator) and v is not validate_plain_text
+        ]
+        field.validators.append(validate_plain_text)
+    return field
+
+
 class PlainTextForm(forms.Form):
     """A form whose every text field follows this module's rule."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         for field in self.fields.values():
-            if isinstance(field, forms.CharField):
-                # Django's own NUL check would say it a second time, in other words.
-                field.validators = [
-                    v
-                    for v in field.validators
-                    if not isinstance(v, ProhibitNullCharactersValidator)
-                    and v is not validate_plain_text
-                ]
-                field.validators.append(validate_plain_text)
+            follows_text_rule(field)

@@ -24,15 +24,17 @@ AUDIT_PAGE_SIZE = 50
 
 
 class LoginView(auth_views.LoginView):
-    """Django's login; a locked account or address is answered 429 with a clear message
-    (the counting itself is in ``portal.login_throttle``, for the admin's login too)."""
+    """Django's login; a try the throttle refuses is answered 429 with ``Retry-After`` and
+    the wait in words (the counting itself is in ``portal.login_throttle``, for the
+    admin's login too)."""
 
     template_name = "portal/login.html"
     redirect_authenticated_user = True
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if login_throttle.blocked(request, request.POST.get("username", "")):
-            return too_many_logins(self, request)
+        refusal = login_throttle.check(request, request.POST.get("username", ""))
+        if refusal is not None:
+            return too_many_logins(self, request, refusal)
         return super().post(request, *args, **kwargs)
 
     def form_valid(self, form: Any) -> HttpResponse:
@@ -50,26 +52,36 @@ def set_language(request: HttpRequest) -> HttpResponse:
     return response
 
 
-def too_many_logins(view: Any, request: HttpRequest) -> HttpResponse:
+def too_many_logins(
+    view: Any, request: HttpRequest, refusal: login_throttle.Refusal
+) -> HttpResponse:
     form = view.get_form()
     form.errors.clear()
-    form.add_error(None, _("Too many failed logins. Try again in a few minutes."))
-    return view.render_to_response(view.get_context_data(form=form), status=429)
+    form.add_error(None, refusal.message)
+    response = view.render_to_response(view.get_context_data(form=form), status=429)
+    response["Retry-After"] = str(refusal.retry_after)
+    return response
 
 
 def throttled_admin_login(admin_login: Any) -> Any:
-    """``/admin/login/`` answers a locked account or address with 429 like our own page."""
+    """``/admin/login/`` answers a refused try with 429 like our own page."""
 
     def login(request: HttpRequest, extra_context: Any = None) -> HttpResponse:
-        if request.method == "POST" and login_throttle.blocked(
-            request, request.POST.get("username", "")
-        ):
-            return render(
-                request,
-                "portal/login.html",
-                {"form": None, "throttled": True, "next": request.GET.get("next", "")},
-                status=429,
-            )
+        if request.method == "POST":
+            refusal = login_throttle.check(request, request.POST.get("username", ""))
+            if refusal is not None:
+                response = render(
+                    request,
+                    "portal/login.html",
+                    {
+                        "form": None,
+                        "throttled": refusal.message,
+                        "next": request.GET.get("next", ""),
+                    },
+                    status=429,
+                )
+                response["Retry-After"] = str(refusal.retry_after)
+                return response
         return admin_login(request, extra_context)
 
     return login

@@ -15,6 +15,7 @@ from billing import budgets
 from billing.models import Budget, BudgetAlert
 from billing.thresholds import readable_thresholds
 from portal import access
+from portal.api.filters import PortalFilterSet
 from portal.api.views import PortalViewSet
 
 
@@ -50,7 +51,7 @@ class BudgetCreateSerializer(BudgetWriteSerializer):
     project = serializers.SlugField(max_length=50, help_text="The project's slug.")
 
 
-class BudgetFilter(django_filters.FilterSet):
+class BudgetFilter(PortalFilterSet):
     project = django_filters.CharFilter(field_name="project__slug", max_length=50)
 
     class Meta:

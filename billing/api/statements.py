@@ -29,11 +29,16 @@ from billing.models import LineDispute, Statement, StatementLine
 from billing.periods import parse_period
 from billing.selectors import StatementView, draft_statement, gpu_model_names
 from portal import access
+from portal.api.filters import IntegerFilter, PortalFilterSet
 from portal.api.views import PortalViewSet
 from portal.models import Project
 
+# The months parse_period takes (2000-01 to 2999-12), so the schema allows no other.
 PERIOD = OpenApiParameter(
-    "period", str, description="A month as YYYY-MM (UTC).", pattern=r"^\d{4}-\d{2}$"
+    "period",
+    str,
+    description="A month as YYYY-MM (UTC).",
+    pattern=r"^2[0-9]{3}-(0[1-9]|1[0-2])$",
 )
 
 
@@ -201,7 +206,7 @@ def detail(view: StatementView, project: Project | None) -> dict[str, Any]:
     }
 
 
-class StatementFilter(django_filters.FilterSet):
+class StatementFilter(PortalFilterSet):
     project = django_filters.CharFilter(field_name="project__slug", max_length=50)
     period = django_filters.CharFilter(method="in_period", max_length=7)
 
@@ -238,7 +243,13 @@ class FileNegotiation(negotiation.BaseContentNegotiation):
         summary="A project's statement for a month as its page shows it (the open "
         "period's live preview by default).",
         parameters=[
-            OpenApiParameter("project", str, required=True, description="The project's slug."),
+            OpenApiParameter(
+                "project",
+                str,
+                required=True,
+                description="The project's slug.",
+                pattern=r"^[-a-zA-Z0-9_]+$",  # a slug, never empty (that is a 400)
+            ),
             PERIOD,
         ],
         responses=StatementDetailSerializer,
@@ -395,9 +406,9 @@ def _int(pk: Any) -> int:
         raise exceptions.NotFound from None
 
 
-class DisputeFilter(django_filters.FilterSet):
+class DisputeFilter(PortalFilterSet):
     project = django_filters.CharFilter(field_name="line__statement__project__slug", max_length=50)
-    statement = django_filters.NumberFilter(field_name="line__statement_id")
+    statement = IntegerFilter(field_name="line__statement_id")
 
     class Meta:
         model = LineDispute

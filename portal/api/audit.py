@@ -9,7 +9,7 @@ from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import mixins, serializers
 
 from portal import access
-from portal.api.filters import DateTimeFilter
+from portal.api.filters import DateTimeFilter, PortalFilterSet
 from portal.api.views import PortalViewSet
 from portal.models import AuditEvent
 
@@ -38,7 +38,7 @@ class AuditEventSerializer(serializers.ModelSerializer):
         ]
 
 
-class AuditEventFilter(django_filters.FilterSet):
+class AuditEventFilter(PortalFilterSet):
     actor = django_filters.CharFilter(field_name="actor__username", max_length=150)
     project = django_filters.CharFilter(field_name="project__slug", max_length=50)
     verb = django_filters.CharFilter(max_length=60)

@@ -1,25 +1,37 @@
 """Query-string filters every list can use, strict enough that no value reaches the
-database that it would refuse: ids are whole numbers, flags are true or false, and times
-are read as ISO 8601 and turned to UTC (PostgreSQL refuses offsets beyond ±15:59 that
-Python accepts, and an offset near year 1 overflows), so a bad value is a 400."""
+database that it would refuse: ids are whole numbers from 1, flags are true or false, and
+times are read as ISO 8601 and turned to UTC (PostgreSQL refuses offsets beyond ±15:59
+that Python accepts, and an offset near year 1 overflows), so a bad value is a 400.
+
+An id names a row by its number, and the schema says what the filter takes (an integer
+from 1): a foreign key (``?gpu_model=3``) is filtered by its id, and an id that names no
+row matches nothing, as a filter on any other column does; it is not a 400 that a
+client could not foresee from the schema. Every FilterSet of the API is a
+``PortalFilterSet``, and ``FilterBackend`` makes the ones a view declares by
+``filterset_fields`` so too."""
 
 from datetime import UTC, datetime
 from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.db import models
 from django.utils.translation import gettext_lazy as _
 from django_filters import fields as filter_fields
 from django_filters import rest_framework as filters
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 
 
-@extend_schema_field(OpenApiTypes.INT)
+@extend_schema_field({"type": "integer", "minimum": 1})
 class IntegerFilter(filters.NumberFilter):
-    """An id: a whole number (a huge one matches nothing)."""
+    """An id: a whole number from 1 (one that names no row, a huge one too, matches
+    nothing)."""
 
     field_class = forms.IntegerField
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("min_value", 1)
+        super().__init__(*args, **kwargs)
 
 
 class FlagField(forms.Field):
@@ -77,3 +89,21 @@ class DateTimeFromToRangeFilter(filters.IsoDateTimeFromToRangeFilter):
     """``<name>_after`` (>=) and ``<name>_before`` (<=)."""
 
     field_class = UtcDateTimeRangeField
+
+
+class PortalFilterSet(filters.FilterSet):
+    """The API's FilterSet: DRF's, with every foreign key filtered by its id and every
+    flag read strictly (``FlagFilter``)."""
+
+    FILTER_DEFAULTS = {
+        **filters.FilterSet.FILTER_DEFAULTS,
+        models.ForeignKey: {"filter_class": IntegerFilter},
+        models.OneToOneField: {"filter_class": IntegerFilter},
+        models.BooleanField: {"filter_class": FlagFilter},
+    }
+
+
+class FilterBackend(filters.DjangoFilterBackend):
+    """django-filter's backend, making a view's ``filterset_fields`` a PortalFilterSet."""
+
+    filterset_base = PortalFilterSet

@@ -4,7 +4,6 @@ service configuration-as-code uses), managers of the project and admins only."""
 
 from typing import Any
 
-import django_filters
 from django.contrib.auth import get_user_model
 from django.db.models import Count, QuerySet
 from django.utils.translation import gettext_lazy as _
@@ -14,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal import access, memberships
+from portal.api.filters import PortalFilterSet
 from portal.api.views import PortalViewSet
 from portal.errors import InvalidInput
 from portal.models import Membership, Project
@@ -35,7 +35,7 @@ class ProjectSerializer(serializers.ModelSerializer):
         return access.role_in(self.context["request"].user, project)
 
 
-class ProjectFilter(django_filters.FilterSet):
+class ProjectFilter(PortalFilterSet):
     class Meta:
         model = Project
         fields = ["is_active"]
@@ -79,7 +79,7 @@ class MemberRoleSerializer(serializers.Serializer):
     role = serializers.ChoiceField(choices=Membership.Role.choices)
 
 
-class MemberFilter(django_filters.FilterSet):
+class MemberFilter(PortalFilterSet):
     class Meta:
         model = Membership
         fields = ["role"]

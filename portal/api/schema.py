@@ -31,7 +31,8 @@ VALIDATION_ERROR = {
         "code": {
             "type": "string",
             "description": "invalid (fields), parse_error (a body that is not JSON, or YAML "
-            "where asked), or the rule a configured value breaks (guarantees_over_capacity …).",
+            "where asked), too_deep (a body nested more than 32 levels), or the rule a "
+            "configured value breaks (guarantees_over_capacity …).",
         },
         "detail": {"type": "string"},
         "errors": {

@@ -2,16 +2,15 @@
 
 The raw token is in the answer to its creation and nowhere else. So that a script can
 make its first token with curl, ``POST /api/v1/tokens`` (and only it) also accepts HTTP
-Basic credentials, counted by the login page's throttle per account and per address
-(portal/login_throttle.py): a locked account or address is a 429, whatever the password.
+Basic credentials, counted by the login page's throttle (portal/login_throttle.py): a
+try the throttle refuses (a pair made to wait, a stopped address, a locked account) is a
+429 with ``Retry-After``, whatever the password.
 """
 
 import base64
 import binascii
 from typing import Any
 
-import django_filters
-from django.conf import settings
 from django.db.models import QuerySet
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import extend_schema, extend_schema_view
@@ -21,14 +20,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal import login_throttle, tokens
-from portal.api.filters import FlagFilter
+from portal.api.filters import FlagFilter, PortalFilterSet
 from portal.api.views import EmptySerializer, PortalViewSet
 from portal.models import ApiToken
 
 
 class ThrottledBasicAuthentication(authentication.BasicAuthentication):
-    """Username and password, refused with 429 while the login throttle holds the account
-    or the address (a wrong password counts as a failed login there)."""
+    """Username and password, refused with 429 while the login throttle refuses the try
+    (a wrong password counts as a failed login there; a right one clears its pair)."""
 
     www_authenticate_realm = "api"
 
@@ -36,16 +35,22 @@ class ThrottledBasicAuthentication(authentication.BasicAuthentication):
         header = authentication.get_authorization_header(request).split()
         if header and header[0].lower() == b"basic" and len(header) == 2:
             username = _basic_username(header[1])
-            if login_throttle.blocked(request._request, username):
-                raise exceptions.Throttled(wait=settings.LOGIN_THROTTLE_WINDOW)
+            refusal = login_throttle.check(request._request, username)
+            if refusal is not None:
+                throttled = exceptions.Throttled(detail=refusal.message)
+                # Set after: given to the constructor, DRF would add its own English
+                # "Expected available in …" to our sentence, which says it already.
+                throttled.wait = refusal.retry_after
+                raise throttled
         return super().authenticate(request)
 
     def authenticate_credentials(self, userid: str, password: str, request: Any = None) -> Any:
         # Django's authenticate() with the plain request: the throttle's backend and its
         # failure counter read the address from it.
-        return super().authenticate_credentials(
-            userid, password, request._request if request is not None else None
-        )
+        plain = request._request if request is not None else None
+        user, auth = super().authenticate_credentials(userid, password, plain)
+        login_throttle.forget_pair(plain, userid)
+        return user, auth
 
 
 def _basic_username(encoded: bytes) -> str:
@@ -101,7 +106,7 @@ class NewTokenSerializer(TokenSerializer):
         fields = [*TokenSerializer.Meta.fields, "token"]
 
 
-class TokenFilter(django_filters.FilterSet):
+class TokenFilter(PortalFilterSet):
     revoked = FlagFilter(field_name="revoked_at", lookup_expr="isnull", exclude=True)
 
     class Meta:

@@ -17,6 +17,7 @@ from django.utils.html import format_html
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
+from portal.admin import PortalAdmin
 from portal.errors import InvalidInput
 from portal.models import AuditEvent
 from portal.numbers import NonNegativeNumbersForm
@@ -47,7 +48,7 @@ class PoolAdminForm(NonNegativeNumbersForm):
 
 
 @admin.register(Pool)
-class PoolAdmin(admin.ModelAdmin):
+class PoolAdmin(PortalAdmin):
     form = PoolAdminForm
     list_display = [
         "gpu_model",
@@ -163,7 +164,7 @@ class QuotaAdminForm(NonNegativeNumbersForm):
 
 
 @admin.register(Quota)
-class QuotaAdmin(admin.ModelAdmin):
+class QuotaAdmin(PortalAdmin):
     form = QuotaAdminForm
     list_display = [
         "project",
@@ -201,7 +202,7 @@ class QuotaAdmin(admin.ModelAdmin):
 
 
 @admin.register(QuotaRequest)
-class QuotaRequestAdmin(admin.ModelAdmin):
+class QuotaRequestAdmin(PortalAdmin):
     form = NonNegativeNumbersForm
     list_display = [
         "project",
@@ -224,7 +225,7 @@ class QuotaRequestAdmin(admin.ModelAdmin):
 
 
 @admin.register(AvailabilityWatch)
-class AvailabilityWatchAdmin(admin.ModelAdmin):
+class AvailabilityWatchAdmin(PortalAdmin):
     form = NonNegativeNumbersForm
     list_display = ["user", "gpu_model", "count", "created_at", "notified_at"]
     list_filter = ["gpu_model", ("notified_at", admin.EmptyFieldListFilter)]

@@ -26,9 +26,10 @@ from django.utils.translation import gettext_lazy as _
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
+from portal.admin import PortalAdmin
 from portal.models import AuditEvent
 from portal.numbers import NonNegativeNumbersForm
-from portal.text import text_problem
+from portal.text import text_problem, validate_plain_text
 from rental.catalog import accounts
 from rental.models import GpuModel, Image, Offering, ProviderAccount
 
@@ -73,6 +74,7 @@ def _write_only(label: StrOrPromise, help_text: StrOrPromise) -> forms.CharField
         label=label,
         required=False,
         help_text=help_text,
+        validators=[validate_plain_text],
         widget=forms.PasswordInput(
             render_value=False, attrs={"autocomplete": "new-password", "spellcheck": "false"}
         ),
@@ -89,6 +91,7 @@ class ProviderAccountForm(forms.ModelForm):
         max_length=200,
         assume_scheme="https",
         help_text=ProviderAccount._meta.get_field("endpoint_url").help_text,
+        validators=[validate_plain_text],  # a host name may hold a bidi control otherwise
     )
     access_key_id = _write_only(
         _("Access key ID"), _("Write-only. Leave blank to keep the stored credentials.")
@@ -128,7 +131,7 @@ class ProviderAccountForm(forms.ModelForm):
 
 
 @admin.register(GpuModel)
-class GpuModelAdmin(admin.ModelAdmin):
+class GpuModelAdmin(PortalAdmin):
     form = NonNegativeNumbersForm
     list_display = [
         "name",
@@ -144,7 +147,7 @@ class GpuModelAdmin(admin.ModelAdmin):
 
 
 @admin.register(ProviderAccount)
-class ProviderAccountAdmin(admin.ModelAdmin):
+class ProviderAccountAdmin(PortalAdmin):
     form = ProviderAccountForm
     list_display = [
         "name",
@@ -335,7 +338,7 @@ class OfferingAdminForm(NonNegativeNumbersForm):
 
 
 @admin.register(Offering)
-class OfferingAdmin(admin.ModelAdmin):
+class OfferingAdmin(PortalAdmin):
     form = OfferingAdminForm
     list_display = [
         "instance_type",
@@ -379,7 +382,7 @@ class ImageAdminForm(forms.ModelForm):
 
 
 @admin.register(Image)
-class ImageAdmin(admin.ModelAdmin):
+class ImageAdmin(PortalAdmin):
     form = ImageAdminForm
     list_display = [
         "name",

@@ -8,13 +8,14 @@ from django.contrib import admin
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 
+from portal.admin import PortalAdmin
 from portal.errors import DomainError
 from rental.catalog import exchange
 from rental.models import ExchangeRate
 
 
 @admin.register(ExchangeRate)
-class ExchangeRateAdmin(admin.ModelAdmin):
+class ExchangeRateAdmin(PortalAdmin):
     list_display = [
         "currency",
         "billing_currency",

@@ -12,12 +12,12 @@ from django.contrib import admin
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
-from portal.admin import ReadOnlyAdmin
+from portal.admin import PortalAdmin, PortalInline, ReadOnlyAdmin
 from portal.numbers import NonNegativeNumbersForm
 from rental.models import DataVolume, Instance, Reservation, SshKey, UsageRecord
 
 
-class InstanceInline(admin.TabularInline):
+class InstanceInline(PortalInline):
     model = Instance
     extra = 0
     can_delete = False
@@ -46,7 +46,7 @@ class InstanceInline(admin.TabularInline):
 
 
 @admin.register(Reservation)
-class ReservationAdmin(admin.ModelAdmin):
+class ReservationAdmin(PortalAdmin):
     inlines = [InstanceInline]
     list_display = [
         "id",
@@ -162,7 +162,7 @@ class UsageRecordAdmin(ReadOnlyAdmin):
 
 
 @admin.register(SshKey)
-class SshKeyAdmin(admin.ModelAdmin):
+class SshKeyAdmin(PortalAdmin):
     list_display = ["name", "user", "fingerprint", "created_at"]
     search_fields = ["name", "user__username", "user__email"]
     list_select_related = ["user"]
@@ -171,7 +171,7 @@ class SshKeyAdmin(admin.ModelAdmin):
 
 
 @admin.register(DataVolume)
-class DataVolumeAdmin(admin.ModelAdmin):
+class DataVolumeAdmin(PortalAdmin):
     form = NonNegativeNumbersForm
     list_display = [
         "name",

@@ -14,7 +14,7 @@ from django.utils.translation import gettext_noop
 from portal import audit
 from portal.errors import InvalidTransition, NotPermitted
 from portal.notifications import managers_of, notify
-from portal.phrases import Phrase
+from portal.phrases import Phrase, duration
 from rental.agent.idle_rules import (
     ACTIVE,
     IdleEvent,
@@ -91,27 +91,28 @@ def apply_new_samples(instance: Instance, samples: Sequence[IdleSample], *, now:
 def _warn(instance: Instance, lease: Reservation, event: IdleEvent, policy: IdlePolicy, *, now):
     instance.idle_warned_at = event.at
     instance.save(update_fields=["idle_warned_at"])
-    minutes = event.count * settings.PORTAL_AGENT_HEARTBEAT_SECONDS // 60
+    heartbeat = settings.PORTAL_AGENT_HEARTBEAT_SECONDS
+    idle_for = duration(event.count * heartbeat)
     if policy.reap is not None and lease.priority != Priority.PRODUCTION:
         body = Phrase(
             gettext_noop(
-                "Every GPU of %(instance)s has been below %(threshold)s %% for %(minutes)s "
-                "minutes. It will be ended as idle after %(left)s more idle minutes unless you "
-                "say you are still using it."
+                "Every GPU of %(instance)s has been below %(threshold)s %% for %(elapsed)s. "
+                "It will be ended as idle after %(left)s more of idling unless you say you "
+                "are still using it."
             ),
             instance=instance_name(instance),
             threshold=policy.threshold_percent,
-            minutes=minutes,
-            left=(policy.reap - event.count) * settings.PORTAL_AGENT_HEARTBEAT_SECONDS // 60,
+            elapsed=idle_for,
+            left=duration((policy.reap - event.count) * heartbeat),
         )
     else:
         body = Phrase(
             gettext_noop(
-                "Every GPU of %(instance)s has been below %(threshold)s %% for %(minutes)s minutes."
+                "Every GPU of %(instance)s has been below %(threshold)s %% for %(elapsed)s."
             ),
             instance=instance_name(instance),
             threshold=policy.threshold_percent,
-            minutes=minutes,
+            elapsed=idle_for,
         )
     notify(
         [lease.requester],

@@ -14,7 +14,6 @@ from typing import Any
 from django.core.validators import RegexValidator
 from django.db.models import QuerySet
 from django.utils.translation import gettext_lazy as _
-from django_filters import rest_framework as filters
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import mixins, serializers
 from rest_framework.decorators import action
@@ -23,6 +22,7 @@ from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
 
 from portal import access
+from portal.api.filters import PortalFilterSet
 from portal.api.views import PortalViewSet
 from rental.catalog import accounts
 from rental.models import ProviderAccount
@@ -111,7 +111,7 @@ class ProviderAccountWriteSerializer(serializers.Serializer):
         return data
 
 
-class ProviderAccountFilter(filters.FilterSet):
+class ProviderAccountFilter(PortalFilterSet):
     class Meta:
         model = ProviderAccount
         fields = ["driver", "status", "is_active"]

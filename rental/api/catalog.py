@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
 
 from portal import access
-from portal.api.filters import FlagFilter
+from portal.api.filters import FlagFilter, PortalFilterSet
 from portal.api.views import PortalViewSet
 from portal.errors import NotPermitted
 from rental.catalog import offerings
@@ -48,7 +48,7 @@ class GpuModelSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class GpuModelFilter(filters.FilterSet):
+class GpuModelFilter(PortalFilterSet):
     name = filters.CharFilter(
         field_name="name", lookup_expr="iexact", max_length=100, help_text="e.g. L4 24GB"
     )
@@ -122,7 +122,7 @@ class OfferingTermsSerializer(serializers.Serializer):
     is_available = serializers.BooleanField(required=False)
 
 
-class OfferingFilter(filters.FilterSet):
+class OfferingFilter(PortalFilterSet):
     available = FlagFilter(
         method="filter_available",
         help_text="Sold now: the offering is available and its provider account active.",

@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
+from portal.text import text_problem
 from rental.agent import ingest
 from rental.agent.heartbeat import (
     Heartbeat,
@@ -66,6 +67,8 @@ def _text(value: Any, field: str, *, max_length: int = 120, optional: bool = Tru
         return ""
     if not isinstance(value, str) or len(value) > max_length:
         raise Invalid(field, f"must be a string of at most {max_length} characters")
+    if text_problem(value):  # shown on the lease's page: portal.text's rule, as typed text
+        raise Invalid(field, "must hold no NUL, control or bidirectional control character")
     return value
 
 

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
 
 from portal import access
-from portal.api.filters import FlagFilter
+from portal.api.filters import FlagFilter, PortalFilterSet
 from portal.api.views import PortalViewSet
 from rental import selectors
 from rental.catalog import images
@@ -66,7 +66,7 @@ class SaveImageSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100)
 
 
-class ImageFilter(filters.FilterSet):
+class ImageFilter(PortalFilterSet):
     project = filters.CharFilter(field_name="project__slug", max_length=50)
     site = FlagFilter(
         field_name="project", lookup_expr="isnull", help_text="Only site images (or only projects')"

@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal import access
-from portal.api.filters import IntegerFilter
+from portal.api.filters import IntegerFilter, PortalFilterSet
 from portal.api.views import PortalViewSet
 from rental.agent import idle
 from rental.api.serializers_leases import InstanceSerializer
@@ -22,7 +22,7 @@ from rental.models import Instance
 TAGS = ["instances"]
 
 
-class InstanceFilter(filters.FilterSet):
+class InstanceFilter(PortalFilterSet):
     lease = IntegerFilter(field_name="reservation_id")
     project = filters.CharFilter(field_name="reservation__project__slug", max_length=50)
     state = filters.MultipleChoiceFilter(choices=Instance.State.choices)

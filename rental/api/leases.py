@@ -21,7 +21,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal import access
-from portal.api.filters import DateTimeFromToRangeFilter, FlagFilter, IntegerFilter
+from portal.api.filters import DateTimeFromToRangeFilter, FlagFilter, IntegerFilter, PortalFilterSet
 from portal.api.views import PortalViewSet
 from rental import selectors
 from rental.api.serializers_leases import (
@@ -37,15 +37,14 @@ from rental.api.serializers_leases import (
 from rental.api.watches import WatchSerializer
 from rental.fleet import stop
 from rental.loans import admission, ending, extension, lease_request, pools, reservations
-from rental.models import GpuModel, Market, Priority, Reservation, Tier
+from rental.models import Market, Priority, Reservation, Tier
 
 TAGS = ["leases"]
 
 
-class LeaseFilter(filters.FilterSet):
+class LeaseFilter(PortalFilterSet):
     project = filters.CharFilter(field_name="project__slug", max_length=50)
     status = filters.MultipleChoiceFilter(choices=Reservation.Status.choices)
-    gpu_model = filters.ModelChoiceFilter(queryset=GpuModel.objects.all())
     priority = filters.ChoiceFilter(choices=Priority.choices)
     market = filters.ChoiceFilter(choices=Market.choices)
     tier = filters.ChoiceFilter(choices=Tier.choices)

@@ -22,6 +22,7 @@ from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
 
 from portal import access
+from portal.api.filters import PortalFilterSet
 from portal.api.views import PortalViewSet
 from portal.errors import InvalidInput, NotPermitted
 from rental.loans import quota_requests, quotas
@@ -96,7 +97,7 @@ class AutoApproveCapsSerializer(serializers.Serializer):
     )
 
 
-class QuotaFilter(filters.FilterSet):
+class QuotaFilter(PortalFilterSet):
     project = filters.CharFilter(field_name="project__slug", max_length=SLUG_LENGTH)
 
     class Meta:
@@ -282,7 +283,7 @@ class DecisionSerializer(serializers.Serializer):
     )
 
 
-class QuotaRequestFilter(filters.FilterSet):
+class QuotaRequestFilter(PortalFilterSet):
     project = filters.CharFilter(field_name="project__slug", max_length=SLUG_LENGTH)
 
     class Meta:

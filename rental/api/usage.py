@@ -11,18 +11,18 @@ from django.core.validators import RegexValidator
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 from django_filters import rest_framework as filters
-from drf_spectacular.utils import extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers
 
 from portal import access
-from portal.api.filters import DateTimeFilter, IntegerFilter
+from portal.api.filters import DateTimeFilter, IntegerFilter, PortalFilterSet
 from portal.api.views import PortalViewSet
 from rental import selectors
 from rental.api.serializers_leases import GpuModelRefSerializer, blank_or
-from rental.models import GpuModel, Market, TerminationReason, Tier, UsageRecord
+from rental.models import Market, TerminationReason, Tier, UsageRecord
 
 TAGS = ["usage"]
-MONTH = r"^(2\d{3})-(0[1-9]|1[0-2])$"
+MONTH = r"^(2[0-9]{3})-(0[1-9]|1[0-2])$"
 
 
 class UsageSerializer(serializers.ModelSerializer):
@@ -70,10 +70,9 @@ def _month(value: str) -> tuple[datetime, datetime]:
     return start, start + timedelta(days=monthrange(year, month)[1])
 
 
-class UsageFilter(filters.FilterSet):
+class UsageFilter(PortalFilterSet):
     project = filters.CharFilter(field_name="project__slug", max_length=50)
     lease = IntegerFilter(field_name="instance__reservation_id")
-    gpu_model = filters.ModelChoiceFilter(queryset=GpuModel.objects.all())
     market = filters.ChoiceFilter(choices=Market.choices)
     tier = filters.ChoiceFilter(choices=Tier.choices)
     period = filters.CharFilter(
@@ -103,7 +102,19 @@ class UsageFilter(filters.FilterSet):
 
 
 @extend_schema_view(
-    list=extend_schema(summary="Usage runs of the projects you can see", tags=TAGS),
+    list=extend_schema(
+        summary="Usage runs of the projects you can see",
+        tags=TAGS,
+        # The filter's own pattern, so the schema allows no month the filter refuses.
+        parameters=[
+            OpenApiParameter(
+                "period",
+                str,
+                pattern=MONTH,
+                description="Runs that overlap this month (YYYY-MM, UTC).",
+            )
+        ],
+    ),
     retrieve=extend_schema(summary="One usage run", tags=TAGS),
 )
 class UsageViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSet):

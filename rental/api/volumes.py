@@ -17,6 +17,7 @@ from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
 
 from portal import access
+from portal.api.filters import PortalFilterSet
 from portal.api.views import PortalViewSet
 from rental import selectors
 from rental.catalog import volumes
@@ -73,7 +74,7 @@ class VolumeCreateSerializer(serializers.Serializer):
     zone = serializers.CharField(max_length=40, help_text="A zone where an offering runs")
 
 
-class VolumeFilter(filters.FilterSet):
+class VolumeFilter(PortalFilterSet):
     project = filters.CharFilter(field_name="project__slug", max_length=50)
 
     class Meta:

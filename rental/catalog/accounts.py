@@ -9,6 +9,7 @@ from django.utils.translation import gettext as _
 
 from portal import access, audit
 from portal.errors import InvalidInput, InvalidTransition, NotPermitted
+from portal.text import plain_text, text_problem
 from rental.models import ProviderAccount
 from rental.providers.base import ProviderError
 from rental.providers.registry import get_provider
@@ -110,6 +111,17 @@ def save_account(
     unknown = set(changes) - set(ACCOUNT_FIELDS)
     if unknown:
         raise InvalidInput(_("This cannot be changed here."), field=sorted(unknown)[0])
+    if "name" in changes:
+        changes = {
+            **changes,
+            "name": plain_text(changes["name"], field="name", max_length=80, label=_("Name")),
+        }
+    given = credentials or {}
+    for field in ("access_key_id", "secret_access_key", "session_token"):
+        # Never shown, but an invisible character in a key is a key that cannot work.
+        problem = text_problem(str(given.get(field) or ""))
+        if problem:
+            raise InvalidInput(problem, field=field)
     with transaction.atomic():
         account, reconnect = _save_fields(
             actor=actor, account=account, changes=changes, source=source

@@ -19,10 +19,12 @@ from django.utils.translation import gettext as _
 from portal import access, audit
 from portal.errors import InvalidInput, NotPermitted
 from portal.numbers import decimal_number
+from portal.text import plain_text
 from rental.models import ExchangeRate, Instance, Offering
 from rental.models.currency import ONE, RATE_DECIMALS, RATE_DIGITS, billing_currency
 
 CURRENCY_CODE = re.compile(r"^[A-Z]{3}$")
+SOURCE_LENGTH = ExchangeRate._meta.get_field("source").max_length
 
 
 def rate_in_force(currency: str, at: datetime) -> ExchangeRate | None:
@@ -93,7 +95,7 @@ def check_new_rate(
             field="currency",
         )
     rate = parse_rate(units_per_billing_unit)
-    source = str(source or "").strip()
+    source = plain_text(source, field="source", max_length=SOURCE_LENGTH, label=_("Source"))
     if not source:
         raise InvalidInput(_("Say where the rate comes from."), field="source")
     if valid_from is None or timezone.is_naive(valid_from):
@@ -136,7 +138,7 @@ def add_exchange_rate(
         billing_currency=billing_currency(),
         units_per_billing_unit=rate,
         valid_from=valid_from,
-        source=source[:120],
+        source=source,
         created_at=now,
         created_by=actor if getattr(actor, "is_authenticated", False) else None,
     )

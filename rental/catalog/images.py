@@ -21,7 +21,7 @@ from django.utils.translation import gettext_noop
 from portal import access, audit
 from portal.errors import InvalidInput, InvalidTransition, NotPermitted
 from portal.notifications import notify
-from portal.phrases import Phrase, Text, bounded
+from portal.phrases import Phrase, Text, bounded, duration
 from portal.text import plain_text
 from rental import jobs
 from rental.catalog.image_rules import driver_conflict
@@ -237,11 +237,11 @@ def fail_image(*, image_id: int, message: Text, now: datetime | None = None) -> 
 
 
 def give_up(*, image_id: int, now: datetime | None = None) -> None:
-    minutes = POLL_SECONDS * MAX_POLLS // 60
     fail_image(
         image_id=image_id,
         message=Phrase(
-            gettext_noop("Still not available after %(minutes)s minutes."), minutes=minutes
+            gettext_noop("Still not available after %(elapsed)s."),
+            elapsed=duration(POLL_SECONDS * MAX_POLLS),
         ),
         now=now,
     )

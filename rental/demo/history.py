@@ -18,7 +18,7 @@ from django.utils.translation import gettext_noop
 
 from portal import audit
 from portal.models import Membership, Project
-from portal.phrases import Phrase
+from portal.phrases import Phrase, duration, plural_noop
 from rental import selectors
 from rental.demo.people import ENGINEER, MANAGER
 from rental.models import (
@@ -351,14 +351,14 @@ class HistoryWriter:
                 gettext_noop("%(tried)s; %(suggestion)s"),
                 tried=Phrase(
                     gettext_noop(
-                        "No %(model)s capacity in %(zones)s zones and %(types)s instance types "
-                        "after %(tries)s tries over %(minutes)s minutes"
+                        "No %(model)s capacity in %(zones)s and %(types)s after %(tries)s "
+                        "over %(elapsed)s"
                     ),
                     model=lease.gpu_model.name,
-                    zones=3,
-                    types=1,
-                    tries=6,
-                    minutes=(failed_at - lease.start).seconds // 60,
+                    zones=Phrase(plural_noop("%(n)s zone", "%(n)s zones"), n=3),
+                    types=Phrase(plural_noop("%(n)s instance type", "%(n)s instance types"), n=1),
+                    tries=Phrase(plural_noop("%(n)s try", "%(n)s tries"), n=6),
+                    elapsed=duration((failed_at - lease.start).total_seconds()),
                 ),
                 suggestion=Phrase(gettext_noop("try fewer GPUs or a later start.")),
             )

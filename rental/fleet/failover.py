@@ -138,15 +138,15 @@ def next_try(
 
 
 def failure_summary(*, attempts: list[Attempt], started_at: datetime, now: datetime) -> dict:
-    """The figures a failure message is made of: tries, zones, types, minutes, the kind
-    most tries ended with."""
+    """The figures a failure message is made of: tries, zones, types, places, the seconds
+    they took, the kind most tries ended with."""
     kinds = [attempt.kind for attempt in attempts if attempt.kind]
     return {
         "tries": len(attempts),
         "zones": len({(a.place.region, a.place.zone) for a in attempts}),
         "types": len({a.place.instance_type for a in attempts}),
         "places": len({(a.place.account_id, a.place.region) for a in attempts}),
-        "minutes": max(1, round((now - started_at).total_seconds() / 60)),
+        "seconds": max(0, round((now - started_at).total_seconds())),
         "kind": max(set(kinds), key=kinds.count) if kinds else "",
     }
 

@@ -4,12 +4,13 @@ when it gives up. The decisions themselves are rental.fleet.failover's."""
 
 from dataclasses import replace
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
-from portal.phrases import Joined, Phrase, Text
+from portal.phrases import Joined, Phrase, Text, duration, plural_noop
 from rental import selectors
 from rental.catalog import exchange
 from rental.catalog.images import conflict_message
@@ -196,23 +197,35 @@ def failure_message(
             gettext_noop("The cloud refused the launch: %(message)s"), message=last_message
         )
     started_at = instance.provisioning_since or lease.start
-    figures = failure_summary(attempts=attempts, started_at=started_at, now=now)
-    figures["model"] = lease.gpu_model.name
-    if figures["kind"] == "quota":
+    summary = failure_summary(attempts=attempts, started_at=started_at, now=now)
+    # The counts in words, each singular or plural in the reader's language.
+    figures: dict[str, Any] = {
+        "model": lease.gpu_model.name,
+        "tries": Phrase(plural_noop("%(n)s try", "%(n)s tries"), n=summary["tries"]),
+        "elapsed": duration(summary["seconds"]),
+    }
+    if summary["kind"] == "quota":
         tried = gettext_noop(
-            "The cloud accounts' quota for %(model)s is reached in %(places)s regions or "
-            "accounts after %(tries)s tries over %(minutes)s minutes"
+            "The cloud accounts' quota for %(model)s is reached in %(places)s after "
+            "%(tries)s over %(elapsed)s"
         )
-    elif figures["kind"] == "capacity":
+        figures["places"] = Phrase(
+            plural_noop("%(n)s region or account", "%(n)s regions or accounts"),
+            n=summary["places"],
+        )
+    elif summary["kind"] == "capacity":
         tried = gettext_noop(
-            "No %(model)s capacity in %(zones)s zones and %(types)s instance types after "
-            "%(tries)s tries over %(minutes)s minutes"
+            "No %(model)s capacity in %(zones)s and %(types)s after %(tries)s over %(elapsed)s"
+        )
+        figures["zones"] = Phrase(plural_noop("%(n)s zone", "%(n)s zones"), n=summary["zones"])
+        figures["types"] = Phrase(
+            plural_noop("%(n)s instance type", "%(n)s instance types"), n=summary["types"]
         )
     else:
         tried = gettext_noop(
-            "The cloud kept failing (%(kind)s) for %(model)s after %(tries)s tries over "
-            "%(minutes)s minutes"
+            "The cloud kept failing (%(kind)s) for %(model)s after %(tries)s over %(elapsed)s"
         )
+        figures["kind"] = summary["kind"]
     message: Text = Phrase(tried, **figures)
     if decision.reason == "timeout":
         message = Phrase(

@@ -16,7 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
-from portal.phrases import Phrase
+from portal.phrases import Phrase, duration
 from rental import jobs
 from rental.fleet import orphans, recovery, spot
 from rental.fleet.cloud import installation_tags
@@ -188,11 +188,10 @@ def _time_out_launches(now: datetime) -> int:
     )
     message = Phrase(
         gettext_noop(
-            "Not running %(minutes)s minutes after the launch began (the provisioning "
-            "timeout); what was started is terminated. Try again, or another GPU model or "
-            "region."
+            "Not running %(elapsed)s after the launch began (the provisioning timeout); "
+            "what was started is terminated. Try again, or another GPU model or region."
         ),
-        minutes=round(timeout / 60),
+        elapsed=duration(timeout),
     )
     for pk in list(overdue):
         fail_instance(instance_id=pk, message=message, now=now, code="provisioning_timeout")

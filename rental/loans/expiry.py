@@ -16,7 +16,7 @@ from django.utils.translation import gettext_noop
 from portal import audit
 from portal.errors import InvalidTransition
 from portal.notifications import notify
-from portal.phrases import Phrase
+from portal.phrases import Phrase, plural_noop
 from rental.loans.ending import end_reservation
 from rental.loans.messages import lease_name
 from rental.models import Reservation, TerminationReason
@@ -49,8 +49,8 @@ def warn_ending_leases(*, now: datetime | None = None) -> int:
             notify(
                 [lease.requester],
                 subject=Phrase(
-                    gettext_noop("Ends in %(minutes)s minutes: %(lease)s"),
-                    minutes=minutes,
+                    gettext_noop("Ends in %(time)s: %(lease)s"),
+                    time=Phrase(plural_noop("%(n)s minute", "%(n)s minutes"), n=minutes),
                     lease=lease_name(lease),
                 ),
                 body=Phrase(

@@ -9,8 +9,8 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from portal import tokens
-from portal.models import ApiToken, AuditEvent
+from portal import login_throttle, tokens
+from portal.models import ApiToken, AuditEvent, LoginLock
 from tests import factories
 
 URL = "/api/v1/tokens"
@@ -189,33 +189,54 @@ def test_a_wrong_password_is_401_and_writes_nothing(alice):
     assert not ApiToken.objects.exists()
 
 
-def test_password_guessing_is_locked_per_account_like_the_login_page(alice, settings):
-    settings.LOGIN_THROTTLE_ATTEMPTS = 3
+@pytest.fixture
+def frozen(monkeypatch):
+    """The login throttle's clock stands still: its waits (seconds) never run out here."""
+    monkeypatch.setattr(login_throttle, "clock", lambda: 1_800_000_000.0)
+
+
+def test_password_guessing_locks_the_account_only_after_many_failures(alice, settings):
+    settings.LOGIN_THROTTLE_ACCOUNT_ATTEMPTS = 3
     body = {"name": "x", "expires_at": in_days(1)}
-    for attempt in range(3):
+    for attempt in range(2):
         client = basic("alice", f"guess-{attempt}", address=f"10.0.1.{attempt}")
         assert client.post(URL, body, format="json").status_code == 401
+    # Guessed at from elsewhere, alice still makes her token from her own address.
+    mine = basic("alice", factories.PASSWORD, address="10.0.2.1").post(URL, body, format="json")
+    assert mine.status_code == 201
+    assert basic("alice", "guess-2", address="10.0.1.2").post(URL, body).status_code == 401
     right = basic("alice", factories.PASSWORD, address="10.0.2.1").post(URL, body, format="json")
     assert right.status_code == 429
-    assert int(right["Retry-After"]) >= 1
-    assert not ApiToken.objects.exists()
-    # The same counter as the login page: it is locked there too.
+    assert right.json()["code"] == "throttled"
+    assert "This account is locked" in right.json()["detail"]
+    assert 1 <= int(right["Retry-After"]) <= settings.LOGIN_THROTTLE_WINDOW
+    assert ApiToken.objects.count() == 1
+    assert LoginLock.objects.get().username == "alice"
+    # The same lock as the login page's: it is locked there too.
     page = Client(REMOTE_ADDR="10.0.2.2")
     locked = page.post("/login/", {"username": "alice", "password": factories.PASSWORD})
     assert locked.status_code == 429
 
 
-def test_failures_on_the_login_page_lock_the_api_too(alice, settings, client):
+def test_failures_on_the_login_page_slow_the_api_from_the_same_address(
+    alice, settings, client, frozen
+):
     settings.LOGIN_THROTTLE_ATTEMPTS = 2
     for _ in range(2):
-        client.post("/login/", {"username": "alice", "password": "wrong"})
-    response = basic("alice", factories.PASSWORD).post(
-        URL, {"name": "x", "expires_at": in_days(1)}, format="json"
-    )
+        client.post("/login/", {"username": "alice", "password": "wrong"}, REMOTE_ADDR="10.0.0.1")
+    body = {"name": "x", "expires_at": in_days(1)}
+    response = basic("alice", factories.PASSWORD, address="10.0.0.1").post(URL, body)
     assert response.status_code == 429
+    assert response["Retry-After"] == "1"
+    assert response.json()["detail"] == (
+        "Too many failed logins for this account from here. Try again in 1 second."
+    )
+    assert not ApiToken.objects.exists()
+    elsewhere = basic("alice", factories.PASSWORD, address="10.0.0.2").post(URL, body)
+    assert elsewhere.status_code == 201
 
 
-def test_password_guessing_is_locked_per_address(alice, settings):
+def test_password_guessing_is_stopped_per_address(alice, settings):
     settings.LOGIN_THROTTLE_ADDRESS_ATTEMPTS = 4
     factories.user("greta")
     body = {"name": "x", "expires_at": in_days(1)}

@@ -9,7 +9,17 @@ from django.contrib.auth import get_user_model
 from django.utils.translation import gettext_noop
 
 from portal.models import Notification
-from portal.phrases import Joined, Phrase, dump, load, load_text, render, sentences
+from portal.phrases import (
+    Joined,
+    Phrase,
+    dump,
+    duration,
+    load,
+    load_text,
+    plural_noop,
+    render,
+    sentences,
+)
 from rental.loans import admission
 
 AT = datetime(2026, 11, 3, 9, 30, tzinfo=UTC)
@@ -65,6 +75,34 @@ def test_it_keeps_every_kind_of_parameter_exactly_through_json():
 def test_it_refuses_a_parameter_it_could_not_keep_exactly(wrong):
     with pytest.raises(TypeError):
         Phrase(gettext_noop("%(value)s of %(budget)s"), value=wrong, budget=1)
+
+
+def test_a_counted_phrase_takes_the_form_its_number_needs_in_each_language():
+    tries = [Phrase(plural_noop("%(n)s try", "%(n)s tries"), n=n) for n in (1, 8)]
+    assert [render(said, "en") for said in tries] == ["1 try", "8 tries"]
+    assert [render(said, "zh-hans") for said in tries] == ["1 次", "8 次"]
+    assert load(dump(tries[0])) == tries[0]  # both forms kept through JSON
+    assert dump(tries[1])["plural"] == "%(n)s tries"
+    with pytest.raises(TypeError):
+        Phrase(plural_noop("%(n)s try", "%(n)s tries"))  # counted by n, which is missing
+
+
+@pytest.mark.parametrize(
+    ("seconds", "english", "chinese"),
+    [
+        (0, "0 seconds", "0 秒"),
+        (1, "1 second", "1 秒"),
+        (14, "14 seconds", "14 秒"),
+        (59.4, "59 seconds", "59 秒"),
+        (60, "1 minute", "1 分钟"),
+        (525, "9 minutes", "9 分钟"),
+        (7200, "2 hours", "2 小时"),
+        (7500, "2 hours 5 minutes", "2 小时 5 分钟"),
+    ],
+)
+def test_it_says_how_long_something_took(seconds, english, chinese):
+    assert render(duration(seconds), "en") == english
+    assert render(duration(seconds), "zh-hans") == chinese
 
 
 def test_a_phrase_missing_a_placeholder_is_said_as_written_instead_of_failing():

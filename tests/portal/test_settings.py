@@ -99,3 +99,12 @@ def test_it_refuses_outage_timings_that_cannot_work():
         result = manage("check", **{**PRODUCTION, name: value})
         assert result.returncode != 0, name
         assert says in result.stderr
+
+
+def test_it_refuses_login_throttle_settings_that_would_turn_it_off_or_trust_anyone():
+    no_count = manage("check", **{**PRODUCTION, "LOGIN_THROTTLE_ACCOUNT_ATTEMPTS": "0"})
+    assert no_count.returncode != 0
+    assert "LOGIN_THROTTLE_ACCOUNT_ATTEMPTS must be at least 1" in no_count.stderr
+    proxies = manage("check", **{**PRODUCTION, "PORTAL_TRUSTED_PROXIES": "-1"})
+    assert proxies.returncode != 0
+    assert "PORTAL_TRUSTED_PROXIES must be 0 or more" in proxies.stderr

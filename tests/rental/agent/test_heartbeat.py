@@ -171,6 +171,10 @@ GOOD = {"at": None, "gpus": [{"index": 0, "utilization": 1.0, "memory_used_mb": 
         ({"samples": [{**GOOD, "gpus": [{**GOOD["gpus"][0], "index": 10**400}]}]}, "index"),
         ({"samples": [{**GOOD, "gpus": [{**GOOD["gpus"][0], "power_w": 10**400}]}]}, "power_w"),
         ({"health": {"gpus": [{"index": 0, "name": 5}]}}, "health.gpus[0].name"),
+        # Words shown on the lease's page: no bidi control, NUL or other control character.
+        ({"health": {"gpus": [{"index": 0, "name": "A100\u202e"}]}}, "health.gpus[0].name"),
+        ({"health": {"driver_version": "550\x00"}}, "health.driver_version"),
+        ({"samples": [{**GOOD, "error": "nvml\x07"}]}, "samples[0].error"),
         ({"health": {"frameworks": {"jax": {}}}}, "health.frameworks"),
         ({"burn": {"tflops": ["fast"]}}, "burn.tflops[0]"),
         ({"spot_notice": {"action": "explode"}}, "spot_notice.action"),

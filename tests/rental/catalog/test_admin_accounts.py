@@ -20,7 +20,7 @@ from django.urls import reverse
 from billing.models import Budget, BudgetAlert, Statement, StatementLine
 from devcloud.server import LocalCloud
 from portal import audit
-from portal.models import AuditEvent, Membership, Notification
+from portal.models import AuditEvent, LoginLock, Membership, Notification
 from rental import crypto
 from rental.models import (
     AvailabilityWatch,
@@ -469,6 +469,9 @@ def add_rows(tag: str, seed: int, actor) -> None:
         fired_at=NOW,
     )
     Notification.objects.create(user=engineer, subject=f"Hello {tag}", created_at=NOW)
+    LoginLock.objects.create(
+        username=f"erik-{tag}", failures=50, locked_at=NOW, until=NOW + timedelta(minutes=15)
+    )
     audit.record(
         actor=actor, verb="test.touched", obj=lease, project=project, source="admin", at=NOW
     )

@@ -10,6 +10,7 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
+from portal.phrases import render
 from rental.fleet import instances
 from rental.fleet.cloud import LaunchRetry
 from rental.fleet.failover import (
@@ -270,6 +271,19 @@ def test_it_says_what_was_tried_and_what_to_try_instead(fleet, cloud, client):
     page = client.get(reverse("rental:lease", kwargs={"pk": lease.pk})).content.decode()
     assert "8 launch attempts" in page
     assert page.count("<code>capacity</code>") == 8
+
+
+def test_it_says_how_long_the_tries_took_in_words_that_fit_the_numbers(fleet, cloud):
+    cloud.inject("RunInstances", "InsufficientInstanceCapacity", times=99)
+    lease = submit(fleet)
+    drive(lease.instances.get(), every=timedelta(seconds=2))  # 8 tries in 14 seconds
+    lease.refresh_from_db()
+    assert lease.status == Status.FAILED
+    said = str(lease.status_message)
+    assert said.startswith(
+        "No A100 80GB capacity in 4 zones and 2 instance types after 8 tries over 14 seconds;"
+    )
+    assert "14 秒" in render(lease.status_message, "zh-hans")
 
 
 def test_it_stops_at_the_provisioning_timeout(fleet, cloud, settings):
