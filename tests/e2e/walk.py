@@ -1,8 +1,9 @@
-"""Every persona walks every page it can reach, in headless Chromium, in English and in
-Simplified Chinese, on a desktop (1280 px) and a phone (390 px): no server error (the
-page's own or an HTMX partial's), no console error, no Content-Security-Policy violation,
-no script error, no raw code (an enum value, a dotted event name, True/False/None, an
-ISO timestamp) and no page wider than the screen.
+"""The walk, one file per persona (tests/e2e/test_walk_<persona>.py): a persona walks
+every page it can reach, in headless Chromium, in English and in Simplified Chinese, on
+a desktop (1280 px) and a phone (390 px): no server error (the page's own or an HTMX
+partial's), no console error, no Content-Security-Policy violation, no script error, no
+raw code (an enum value, a dotted event name, True/False/None, an ISO timestamp) and no
+page wider than the screen.
 
 The pages are found, not listed: each persona's links are followed from the dashboard
 with Django's test client (at most PER_PATTERN pages of one shape, such as /leases/N/),
@@ -17,7 +18,6 @@ from io import StringIO
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import pytest
 from django.core.management import call_command
 from django.db import connections
 from django.test import Client
@@ -30,9 +30,6 @@ from rental.management.commands.seed_demo import DEMO_ACCOUNT
 from rental.models import GpuModel, Instance, Offering, Reservation, UsageRecord
 from tests import factories
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
-
-PERSONAS = ("erik", "maria", "admin", "fiona")
 VARIANTS = [("en", 1280), ("zh-hans", 390), ("zh-hans", 1280), ("en", 390)]
 PER_PATTERN = 2
 # PORTAL_WALK_SHOTS=<folder> keeps a whole-page screenshot of every page walked, to look at.
@@ -212,51 +209,53 @@ def _watch(page, where: str, current: dict, problems: list[str]) -> None:
     page.on("response", on_response)
 
 
-def test_every_persona_walks_every_page_in_both_languages_at_both_widths(live_server, browser):
+def walk(username: str, live_server, browser) -> None:
+    """One persona walks every page it reaches, in both languages at both widths; fails
+    with every problem found (one file per persona, so the walks spread over the
+    suite's workers)."""
     _demo_world()
-    walks = {username: crawl(username) for username in PERSONAS}
+    pages = crawl(username)
     verbs = audit_verbs()
-    print({username: len(pages) for username, pages in walks.items()})  # noqa: T201
-    assert all(len(pages) >= 5 for pages in walks.values()), walks
+    print({username: len(pages)})  # noqa: T201
+    assert len(pages) >= 5, pages
     problems: list[str] = []
-    for username, pages in walks.items():
-        for language, width in VARIANTS:
-            where = f"{username} {language} {width}px"
-            context = browser.new_context(
-                viewport={"width": width, "height": 844 if width < 600 else 900},
-                extra_http_headers={"Accept-Language": language},
-            )
-            context.add_init_script(WATCH)
-            page = context.new_page()
-            page.set_default_timeout(20_000)
-            current = {"url": ""}
-            _watch(page, where, current, problems)
-            page.goto(f"{live_server.url}/login/")
-            page.fill("input[name=username]", username)
-            page.fill("input[name=password]", f"demo-{username}")
-            page.click("button[type=submit]")
-            page.wait_for_url(re.compile(r"^(?!.*/login/)"))
-            for url in pages:
-                current["url"] = url
-                response = page.goto(f"{live_server.url}{url}")
-                page.wait_for_function(SETTLED)
-                if response is None or response.status != 200:
-                    problems.append(f"{where} {url}: status {response and response.status}")
-                    continue
-                facts = page.evaluate(PAGE_FACTS)
-                problems += [f"{where} {url}: {p}" for p in facts["problems"]]
-                if facts["lang"] != language:
-                    problems.append(f"{where} {url}: the page is in {facts['lang']!r}")
-                if facts["wide"] > width:
-                    problems.append(f"{where} {url}: {facts['wide']} px wide")
-                if facts["tall"]:
-                    problems.append(f"{where} {url}: inputs taller than a line: {facts['tall']}")
-                problems += [f"{where} {url}: {raw}" for raw in raw_codes(facts["text"], verbs)]
-                if SHOTS:
-                    name = re.sub(r"[^a-z0-9]+", "-", url.lower()).strip("-") or "home"
-                    folder = Path(SHOTS) / f"{username}-{language}-{width}"
-                    folder.mkdir(parents=True, exist_ok=True)
-                    page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
-            context.close()
+    for language, width in VARIANTS:
+        where = f"{username} {language} {width}px"
+        context = browser.new_context(
+            viewport={"width": width, "height": 844 if width < 600 else 900},
+            extra_http_headers={"Accept-Language": language},
+        )
+        context.add_init_script(WATCH)
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        current = {"url": ""}
+        _watch(page, where, current, problems)
+        page.goto(f"{live_server.url}/login/")
+        page.fill("input[name=username]", username)
+        page.fill("input[name=password]", f"demo-{username}")
+        page.click("button[type=submit]")
+        page.wait_for_url(re.compile(r"^(?!.*/login/)"))
+        for url in pages:
+            current["url"] = url
+            response = page.goto(f"{live_server.url}{url}")
+            page.wait_for_function(SETTLED)
+            if response is None or response.status != 200:
+                problems.append(f"{where} {url}: status {response and response.status}")
+                continue
+            facts = page.evaluate(PAGE_FACTS)
+            problems += [f"{where} {url}: {p}" for p in facts["problems"]]
+            if facts["lang"] != language:
+                problems.append(f"{where} {url}: the page is in {facts['lang']!r}")
+            if facts["wide"] > width:
+                problems.append(f"{where} {url}: {facts['wide']} px wide")
+            if facts["tall"]:
+                problems.append(f"{where} {url}: inputs taller than a line: {facts['tall']}")
+            problems += [f"{where} {url}: {raw}" for raw in raw_codes(facts["text"], verbs)]
+            if SHOTS:
+                name = re.sub(r"[^a-z0-9]+", "-", url.lower()).strip("-") or "home"
+                folder = Path(SHOTS) / f"{username}-{language}-{width}"
+                folder.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+        context.close()
     connections.close_all()
     assert problems == [], "\n".join(sorted(set(problems)))
