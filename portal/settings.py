@@ -11,7 +11,6 @@ import ipaddress
 import json
 import os
 import secrets
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import dj_database_url
@@ -19,38 +18,10 @@ from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
+from portal.env import env_bool, env_int, env_list, env_str
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("PORTAL_VAR_DIR", BASE_DIR / "var"))
-
-
-def env_str(name: str, default: str = "") -> str:
-    return os.environ.get(name, default).strip()
-
-
-def env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    value = raw.strip().lower()
-    if value in {"1", "true", "yes", "on"}:
-        return True
-    if value in {"0", "false", "no", "off"}:
-        return False
-    raise ImproperlyConfigured(f"{name} must be true or false, not {raw!r}.")
-
-
-def env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name} must be an integer, not {raw!r}.") from None
-
-
-def env_list(name: str, default: str = "") -> list[str]:
-    return [item.strip() for item in env_str(name, default).split(",") if item.strip()]
 
 
 PORTAL_ENV = env_str("PORTAL_ENV", "demo")
@@ -429,97 +400,7 @@ if PORTAL_OUTBOX_RETENTION_HOURS < 1 or CELERY_BEAT_SCHEDULE["send-outbox"]["sch
     raise ImproperlyConfigured(
         "PORTAL_OUTBOX_RETENTION_HOURS and PORTAL_OUTBOX_SWEEP_INTERVAL must be at least 1."
     )
-# Every cloud call is bounded: 2 s to connect, 10 s to read an answer (RunInstances and a
-# describe page answer in 1-3 s on EC2), and no retry inside botocore (the tasks retry
-# with backoff and fail over; a second SDK attempt would double the bound below).
-PORTAL_CLOUD_CONNECT_TIMEOUT = env_int("PORTAL_CLOUD_CONNECT_TIMEOUT", 2)
-PORTAL_CLOUD_READ_TIMEOUT = env_int("PORTAL_CLOUD_READ_TIMEOUT", 10)
-PORTAL_CLOUD_MAX_ATTEMPTS = env_int("PORTAL_CLOUD_MAX_ATTEMPTS", 1)
-# A launch claimed this long ago without a cloud id is taken to be dead and is launched
-# again. A live claim makes two cloud calls (the look-up by tag, then RunInstances), each
-# at most 2 + 10 = 12 s: 24 s, so 25 s. The launch sweep runs every 5 s
-# (PORTAL_LAUNCH_SWEEP_INTERVAL), so a launch whose worker died runs again at most
-# 25 + 5 = 30 s after its claim: within one sync period. Taking over a claim that is
-# only slow is harmless: the same attempt reuses its ClientToken at the same place, so
-# the cloud answers with the instance the first call created. Also how long a lease
-# admitted without any claim of its launch (its message lost, or taken by a worker that
-# died) waits before the sweep sends it again.
-PORTAL_LAUNCH_STALE_SECONDS = env_int("PORTAL_LAUNCH_STALE_SECONDS", 25)
-# One account and region's sync is claimed this long (a duplicate delivery skips it): at
-# most ten describe pages of 1,000 plus a describe by id, each bounded as above; a worker
-# that dies mid-sync holds that region back at most this long.
-PORTAL_SYNC_CLAIM_SECONDS = env_int("PORTAL_SYNC_CLAIM_SECONDS", 120)
-# L3: an instance missing from a describe is marked gone only when it has been missing this
-# long and a describe by its id confirms it (EC2 lists a new instance late).
-PORTAL_SYNC_GRACE_SECONDS = env_int("PORTAL_SYNC_GRACE_SECONDS", 60)
-# L2: a launch gives up after this many calls, or when its lease has been provisioning
-# this long (what it created is then terminated).
-PORTAL_LAUNCH_MAX_ATTEMPTS = env_int("PORTAL_LAUNCH_MAX_ATTEMPTS", 8)
-PORTAL_PROVISIONING_TIMEOUT_SECONDS = env_int("PORTAL_PROVISIONING_TIMEOUT_SECONDS", 600)
-# L4: what the sync does with an instance carrying this installation's tag that no live
-# row stands for, once a second sync still sees it: "report" to admins (the default:
-# nothing is destroyed on a guess), "terminate" it, or "adopt" it into a lease of the
-# project named in its tags (reported instead when that project or offering is unknown).
-PORTAL_ORPHAN_POLICY = env_str("PORTAL_ORPHAN_POLICY", "report")
-if PORTAL_ORPHAN_POLICY not in {"report", "terminate", "adopt"}:
-    raise ImproperlyConfigured("PORTAL_ORPHAN_POLICY must be report, terminate or adopt.")
-# L4: an orphan is handled (reported, terminated or adopted) only once two syncs at least
-# this far apart have seen it, and an instance whose row ended less than this long ago is
-# its termination on the way, never an orphan.
-PORTAL_ORPHAN_GRACE_SECONDS = env_int("PORTAL_ORPHAN_GRACE_SECONDS", 120)
-PORTAL_ADOPTED_LEASE_HOURS = env_int("PORTAL_ADOPTED_LEASE_HOURS", 8)
-# A termination the cloud keeps refusing is retried by every sync; after this many
-# failures admins are told the instance may still be billing.
-PORTAL_TERMINATE_MAX_ATTEMPTS = env_int("PORTAL_TERMINATE_MAX_ATTEMPTS", 6)
-# L5: engineers are warned this long before their lease ends.
-PORTAL_END_WARNING_MINUTES = env_int("PORTAL_END_WARNING_MINUTES", 15)
-# How people are told things (portal.notifications); webhook channels come later.
-PORTAL_NOTIFICATION_CHANNELS = env_list("PORTAL_NOTIFICATION_CHANNELS", "portal,email")
-if not set(PORTAL_NOTIFICATION_CHANNELS) <= {"portal", "email"}:
-    raise ImproperlyConfigured("PORTAL_NOTIFICATION_CHANNELS lists portal and/or email.")
-# The portal's own address, for links in mail.
-PORTAL_BASE_URL = env_str("PORTAL_BASE_URL", "http://localhost:8000")
-PORTAL_CURRENCY = env_str("PORTAL_CURRENCY", "USD")  # the billing currency (ISO 4217)
-# The budget cap reads month-to-date spend refreshed every PORTAL_SPEND_SNAPSHOT_SECONDS
-# (beat, above); a snapshot older than this is not trusted (computed in full instead).
-PORTAL_SPEND_SNAPSHOT_MAX_AGE_SECONDS = env_int("PORTAL_SPEND_SNAPSHOT_MAX_AGE_SECONDS", 180)
-# Dotted paths of admission checks, billing's budget cap (BU3) by default. Each is called
-# with keyword arguments project, gpu_model, gpu_count, tier, market, starts_at, ends_at,
-# is_reservation, now, and returns None to allow or (reason_code, message) to refuse.
-PORTAL_ADMISSION_CHECKS: list[str] = env_list(
-    "PORTAL_ADMISSION_CHECKS", "billing.admission.budget_cap"
-)
-# Dotted paths of the modules that own the sections of a project's configuration
-# document (portal/projectconfig.py) other than project, name and members: rental's
-# quotas, default image and volumes, billing's budget. Every such key needs one owner.
-PORTAL_PROJECT_CONFIG_SECTIONS: list[str] = env_list(
-    "PORTAL_PROJECT_CONFIG_SECTIONS", "rental.projectconfig,billing.projectconfig"
-)
-# Billing: a month's statements close this long after it ends (P1); the company name on PDFs.
-# How each app's audit events read on the audit page (``portal.audit_log``).
-PORTAL_AUDIT_VOCABULARIES = ["portal.audit_words", "rental.audit_words", "billing.audit_words"]
-PORTAL_STATEMENT_GRACE_HOURS = env_int("PORTAL_STATEMENT_GRACE_HOURS", 48)
-PORTAL_COMPANY_NAME = env_str("PORTAL_COMPANY_NAME", "GPU Portal")
-# Reports: the price of a committed GPU-month where a pool has none yet, and what owning
-# a card costs (rent-versus-buy advice). Decimal strings; money is never float.
-PORTAL_COMMITTED_GPU_MONTH_PRICE = env_str("PORTAL_COMMITTED_GPU_MONTH_PRICE", "1400.00")
-PORTAL_BUY_CARD_PRICE = env_str("PORTAL_BUY_CARD_PRICE", "25000.00")
-PORTAL_BUY_LIFETIME_MONTHS = env_int("PORTAL_BUY_LIFETIME_MONTHS", 36)
-PORTAL_BUY_POWER_PER_GPU_MONTH = env_str("PORTAL_BUY_POWER_PER_GPU_MONTH", "60.00")
-PORTAL_BUY_HOSTING_PER_GPU_MONTH = env_str("PORTAL_BUY_HOSTING_PER_GPU_MONTH", "90.00")
-for _name in (
-    "PORTAL_COMMITTED_GPU_MONTH_PRICE",
-    "PORTAL_BUY_CARD_PRICE",
-    "PORTAL_BUY_POWER_PER_GPU_MONTH",
-    "PORTAL_BUY_HOSTING_PER_GPU_MONTH",
-):
-    try:
-        if Decimal(globals()[_name]) < 0:
-            raise InvalidOperation
-    except InvalidOperation:
-        raise ImproperlyConfigured(f"{_name} must be an amount such as 25000.00.") from None
-if PORTAL_BUY_LIFETIME_MONTHS < 1:
-    raise ImproperlyConfigured("PORTAL_BUY_LIFETIME_MONTHS must be at least 1.")
+from portal.settings_policy import *  # noqa: E402, F403
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

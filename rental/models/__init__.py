@@ -14,12 +14,12 @@ from rental.models.leases import (
     SshKey,
     TerminationReason,
     Tier,
-    UnbilledCloudTime,
     UsageRecord,
     UtilizationSample,
 )
 from rental.models.outbox import OutboxMessage
 from rental.models.storage import StorageInterval
+from rental.models.unbilled import UnbilledCloudTime
 
 __all__ = [
     "AvailabilityWatch",
