@@ -18,9 +18,8 @@ pytestmark = pytest.mark.django_db
 State = Instance.State
 
 
-def ended_lease(f0c, t0):
-    """A lease that ran an hour and ended at t0 + 1 h: billing stopped, the instance
-    stopping until a termination reaches the cloud."""
+def launched(f0c, t0) -> Instance:
+    """A lease of one GPU launched at t0."""
     lease = admission.submit_reservation(
         actor=f0c.alice,
         project=f0c.alpha,
@@ -33,9 +32,16 @@ def ended_lease(f0c, t0):
     )
     instance = lease.instances.get()
     instances.provision_instance(instance_id=instance.pk, now=t0)
+    return instance
+
+
+def ended_lease(f0c, t0):
+    """A lease that ran an hour and ended at t0 + 1 h: billing stopped, the instance
+    stopping until a termination reaches the cloud."""
+    instance = launched(f0c, t0)
     sync.sync_instances(now=t0 + timedelta(seconds=30))  # running: billed from here
     end = t0 + timedelta(hours=1)
-    ending.end_reservation(actor=f0c.alice, reservation=lease, now=end)
+    ending.end_reservation(actor=f0c.alice, reservation=instance.reservation, now=end)
     return Instance.objects.get(pk=instance.pk), end
 
 
@@ -65,18 +71,7 @@ def test_it_records_the_cloud_time_after_billing_stopped(f0c, cloud, t0, late):
 
 def test_it_records_nothing_when_the_cloud_ended_it_while_billing(f0c, cloud, t0):
     """Ended outside the portal: usage closes at the cloud's own time, nothing is unbilled."""
-    lease = admission.submit_reservation(
-        actor=f0c.alice,
-        project=f0c.alpha,
-        gpu_model=f0c.model,
-        gpu_count=1,
-        duration_hours=2,
-        priority="experiment",
-        market="on_demand",
-        now=t0,
-    )
-    instance = lease.instances.get()
-    instances.provision_instance(instance_id=instance.pk, now=t0)
+    instance = launched(f0c, t0)
     instance.refresh_from_db()
     provider_for(instance).terminate([instance.external_id], region="us-east-1")
     sync.sync_instances(now=t0 + timedelta(hours=1))
