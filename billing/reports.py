@@ -5,7 +5,9 @@ Pure functions take plain numbers (``best_commitment``, ``rent_or_buy``) so the 
 tested with any figures; the readers around them pull rows from rental's selectors.
 """
 
+from bisect import bisect_right
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -179,30 +181,69 @@ def best_commitment(
     metered_rate: Decimal,
     capacity: int,
 ) -> tuple[int, list[CommitmentOption]]:
-    """The committed GPUs K that would have cost least over a span with this load profile.
+    """The committed GPUs K that would have cost least over a span with this load profile,
+    and the options to show beside it.
 
     ``seconds_at_level`` maps a number of GPUs running at once to how many seconds of the
     span ran at that level. Committing K costs K × the monthly price for the span (per
     second of a 730-hour month); GPUs above K are metered at ``metered_rate``. Ties go to
     the smaller K. K runs from 0 to the most GPUs that ran at once, at most ``capacity``:
-    a K above that adds committed cost and saves nothing, and a table of every K up to a
-    pool of a million GPUs would be a page nobody can load."""
-    options = []
+    a K above that adds committed cost and saves nothing.
+
+    The cost is linear in K between two levels that ran, so the cheapest K is 0, the top
+    or one of those levels: only they are priced to find it, whatever the pool's size.
+    The options shown are every K up to ``SHOWN_OPTIONS`` rows, else a sample of the
+    range with the best K and its neighbours (``shown_commitments``)."""
     span_months = Decimal(span_seconds) / (HOURS_PER_MONTH * SECONDS_PER_HOUR)
-    highest = max((level for level, seconds in seconds_at_level.items() if seconds), default=0)
-    for k in range(min(capacity, highest) + 1):
-        above = sum(
-            (level - k) * seconds for level, seconds in seconds_at_level.items() if level > k
-        )
-        options.append(
-            CommitmentOption(
-                committed=k,
-                fixed=quantize(price_per_gpu_month * k * span_months),
-                metered=quantize(Decimal(above) * metered_rate / SECONDS_PER_HOUR),
-            )
-        )
-    best = min(options, key=lambda option: (option.total, option.committed))
-    return best.committed, options
+    ran = {level: seconds for level, seconds in seconds_at_level.items() if seconds}
+    top = min(capacity, max(ran, default=0))
+    above = _gpu_seconds_above(ran)
+
+    def fixed(k: int) -> Decimal:
+        return price_per_gpu_month * k * span_months
+
+    def metered(k: int) -> Decimal:
+        return Decimal(above(k)) * metered_rate / SECONDS_PER_HOUR
+
+    candidates = {0, top} | {level for level in ran if 0 <= level <= top}
+    best = min(candidates, key=lambda k: (fixed(k) + metered(k), k))
+    options = [
+        CommitmentOption(committed=k, fixed=quantize(fixed(k)), metered=quantize(metered(k)))
+        for k in shown_commitments(best=best, top=top)
+    ]
+    return best, options
+
+
+SHOWN_OPTIONS = 21
+
+
+def shown_commitments(*, best: int, top: int, rows: int = SHOWN_OPTIONS) -> list[int]:
+    """Every K from 0 to ``top`` when they fit in ``rows``; else evenly spaced K from 0 to
+    the top, plus the best K and the two on each side of it, so a pool of thousands of
+    GPUs gets a table a person reads rather than one row per GPU."""
+    if top < rows:
+        return list(range(top + 1))
+    near = set(range(max(best - 2, 0), min(best + 2, top) + 1))
+    step = -(-top // (rows - len(near) - 1))  # ceiling: the spaced ones leave room for near
+    return sorted(set(range(0, top, step)) | {top} | near)
+
+
+def _gpu_seconds_above(seconds_at_level: dict[int, int]) -> Callable[[int], int]:
+    """A function K -> the GPU-seconds run above K: the sum over levels L > K of
+    (L − K) × seconds at L, from suffix sums over the sorted levels (one bisect per K)."""
+    levels = sorted(seconds_at_level)
+    seconds_from = [0] * (len(levels) + 1)  # seconds at levels[i:]
+    gpu_seconds_from = [0] * (len(levels) + 1)  # level × seconds at levels[i:]
+    for i in range(len(levels) - 1, -1, -1):
+        seconds = seconds_at_level[levels[i]]
+        seconds_from[i] = seconds_from[i + 1] + seconds
+        gpu_seconds_from[i] = gpu_seconds_from[i + 1] + levels[i] * seconds
+
+    def above(k: int) -> int:
+        i = bisect_right(levels, k)
+        return gpu_seconds_from[i] - k * seconds_from[i]
+
+    return above
 
 
 def load_profile(

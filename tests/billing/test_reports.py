@@ -1,5 +1,6 @@
 """Reports (point 6): trend, idle waste, committed-capacity and rent-or-buy advice."""
 
+import random
 from datetime import timedelta
 from decimal import Decimal
 
@@ -50,6 +51,56 @@ def test_it_prices_a_pool_of_a_million_gpus_up_to_the_load_it_ran():
     )
     assert [option.committed for option in options] == [0, 1, 2, 3]
     assert best == 0  # 3 GPUs × 365 h × $2.50 = $2,737.50 metered, less than 3 × $1,000
+
+
+def exhaustive_best(seconds_at_level, *, span_seconds, price, rate, capacity) -> int:
+    """The rule as written: price every K from 0 to the top, the cheapest (ties to the
+    smaller) wins."""
+    top = min(capacity, max((lvl for lvl, sec in seconds_at_level.items() if sec), default=0))
+    months = Decimal(span_seconds) / (730 * HOUR)
+
+    def cost(k):
+        above = sum((lvl - k) * sec for lvl, sec in seconds_at_level.items() if lvl > k)
+        return price * k * months + Decimal(above) * rate / HOUR
+
+    return min(range(top + 1), key=lambda k: (cost(k), k))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_best_commitment_is_the_one_every_k_priced_would_give(seed):
+    chooser = random.Random(seed)
+    profile = {
+        chooser.randrange(0, 60): chooser.randrange(0, 400) * HOUR
+        for _ in range(chooser.randrange(1, 8))
+    }
+    figures = {
+        "span_seconds": 730 * HOUR,
+        "capacity": chooser.choice([5, 30, 1_000_000]),
+    }
+    price = Decimal(chooser.randrange(50, 3000))
+    rate = Decimal(chooser.randrange(50, 900)) / 100
+    best, options = reports.best_commitment(
+        seconds_at_level=profile, price_per_gpu_month=price, metered_rate=rate, **figures
+    )
+    assert best == exhaustive_best(profile, price=price, rate=rate, **figures)
+    assert best in [option.committed for option in options]
+
+
+def test_a_pool_that_ran_thousands_of_gpus_gets_a_table_a_person_reads():
+    best, options = reports.best_commitment(
+        seconds_at_level={0: 100 * HOUR, 1000: 600 * HOUR, 32767: 30 * HOUR},
+        span_seconds=730 * HOUR,
+        price_per_gpu_month=Decimal("1000.00"),
+        metered_rate=Decimal("2.50"),
+        capacity=2**31 - 1,
+    )
+    shown = [option.committed for option in options]
+    assert best == 1000
+    assert len(shown) <= reports.SHOWN_OPTIONS
+    assert shown[0] == 0 and shown[-1] == 32767 and shown == sorted(set(shown))
+    assert {998, 999, 1000, 1001, 1002} <= set(shown)  # the best and its neighbours
+    by_k = {option.committed: option.total for option in options}
+    assert by_k[1000] == min(by_k.values())
 
 
 def test_rent_or_buy_shows_its_figures():
