@@ -1,9 +1,11 @@
 """Shared fixtures: the local EC2 endpoint (tests.fixtures_cloud) and fixture F0."""
 
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
+from django.test import override_settings
 
 from tests import factories, servers
 
@@ -38,12 +40,19 @@ def django_db_setup(django_db_setup, django_db_blocker):
         )
 
 
+# The policy every test runs under, whatever the environment's settings say.
+TEST_POLICY = {
+    "PORTAL_INSTALLATION_ID": "test",
+    "PORTAL_PREEMPTION_NOTICE_SECONDS": 120,
+    "PORTAL_MINIMUM_BILLED_SECONDS": 60,
+    "EMAIL_BACKEND": "django.core.mail.backends.locmem.EmailBackend",
+}
+
+
 @pytest.fixture(autouse=True)
 def _test_policy(settings):
-    settings.PORTAL_INSTALLATION_ID = "test"
-    settings.PORTAL_PREEMPTION_NOTICE_SECONDS = 120
-    settings.PORTAL_MINIMUM_BILLED_SECONDS = 60
-    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    for name, value in TEST_POLICY.items():
+        setattr(settings, name, value)
     from django.core.cache import cache
 
     cache.clear()  # throttle counters (login, API) never carry over between tests
@@ -52,6 +61,29 @@ def _test_policy(settings):
     # A page requested in Chinese leaves Chinese active in the thread (LocaleMiddleware
     # activates and never resets); every test starts in the site's language.
     translation.activate(settings.LANGUAGE_CODE)
+
+
+@pytest.fixture(scope="module")
+def module_db(django_db_setup, django_db_blocker):
+    """Rows a whole module's tests start from, built once (Django's ``setUpTestData`` for
+    pytest). A module-scoped fixture builds them inside ``with module_db():``; they are
+    written in a transaction kept open around the module, each test's ``db`` runs in a
+    savepoint inside it and is rolled back at the test's end, and the module's rows at the
+    module's end. The objects such a fixture returns are shared by the module's tests: a
+    test reads their ids and refreshes what it needs, never changes them in memory."""
+    with django_db_blocker.unblock():
+        around = transaction.atomic()
+        around.__enter__()
+
+    @contextmanager
+    def building():
+        with django_db_blocker.unblock(), override_settings(**TEST_POLICY):
+            yield
+
+    yield building
+    with django_db_blocker.unblock():
+        transaction.set_rollback(True)
+        around.__exit__(None, None, None)
 
 
 @pytest.fixture

@@ -212,8 +212,19 @@ LISTED = sorted(
 )
 
 
+@pytest.fixture(scope="module")
+def built(module_db):
+    """The world, built once for the module (each test rolls back what it wrote)."""
+    with module_db():
+        return _world(factories.fixture_f0())
+
+
 @pytest.fixture
-def world(f0):
+def world(db, built):
+    return built
+
+
+def _world(f0):
     """The bad-number tests' world, plus a lease waiting for approval, an extension and a
     quota change waiting for a decision, and a manager of gamma (which has no budget)."""
     w = build(f0)

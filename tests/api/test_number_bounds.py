@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from billing.models import Budget
+from portal.models import Membership
 from rental.models import Quota
+from tests import factories
 from tests.api.catalog_support import client_for
 from tests.bad_numbers import BAD, build, written
 
@@ -219,13 +221,21 @@ def writes(w) -> list[Write]:
     ]
 
 
+@pytest.fixture(scope="module")
+def built(module_db):
+    """The world, built once for the module (each test rolls back what it wrote)."""
+    with module_db():
+        return _world(factories.fixture_f0())
+
+
 @pytest.fixture
-def world(f0):
+def world(db, built):
+    return built
+
+
+def _world(f0):
     w = build(f0)
     # A budget alma may replace: alpha's own is what "set a budget" makes.
-    from portal.models import Membership
-    from tests import factories
-
     factories.member(w.alpha_manager, w.beta, Membership.Role.MANAGER)
     w.beta_budget = Budget.objects.create(
         project=w.beta, monthly_amount="100.00", thresholds=[{"percent": 50, "kind": "actual"}]

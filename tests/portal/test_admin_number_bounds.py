@@ -13,6 +13,7 @@ from billing.models import Budget
 from portal.errors import InvalidInput
 from rental.catalog import exchange
 from rental.models import AvailabilityWatch, DataVolume, ExchangeRate, Quota, QuotaRequest
+from tests import factories
 from tests.bad_numbers import BAD, build, written
 
 NONE = frozenset()
@@ -69,8 +70,19 @@ JSON_BAD = {
 }
 
 
+@pytest.fixture(scope="module")
+def built(module_db):
+    """The world, built once for the module (each test rolls back what it wrote)."""
+    with module_db():
+        return _world(factories.fixture_f0())
+
+
 @pytest.fixture
-def world(f0):
+def world(db, built):
+    return built
+
+
+def _world(f0):
     w = build(f0)
     Budget.objects.create(
         project=w.alpha,

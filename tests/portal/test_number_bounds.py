@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from rental.models import Quota
+from tests import factories
 from tests.bad_numbers import BAD, build, written
 
 NONE = frozenset()
@@ -190,9 +191,16 @@ def forms(w) -> list[Form]:
     ]
 
 
+@pytest.fixture(scope="module")
+def built(module_db):
+    """The world, built once for the module (each test rolls back what it wrote)."""
+    with module_db():
+        return build(factories.fixture_f0())
+
+
 @pytest.fixture
-def world(f0):
-    return build(f0)
+def world(db, built):
+    return built
 
 
 def shown(form: Form, field: str, response) -> str:
