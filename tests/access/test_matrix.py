@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from django.db import transaction
-from django.test import Client
+from django.test import Client, override_settings
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from rest_framework.test import APIClient
 
@@ -129,10 +129,22 @@ def _sees_other_project(role: str) -> bool:
     return role in SITE_ROLES
 
 
+# Enough pending requests per person for every request the world and the POSTs make.
+MAX_PENDING = 100
+
+
+@pytest.fixture(scope="module")
+def built(module_db):
+    """The world, built once for the module (each request rolls back what it wrote)."""
+    with module_db(), override_settings(PORTAL_MAX_PENDING_PER_USER=MAX_PENDING):
+        return world_module.build()
+
+
 @pytest.fixture
-def world(db, settings):
-    settings.PORTAL_MAX_PENDING_PER_USER = 100
-    return world_module.build()
+def world(db, settings, built):
+    settings.PORTAL_MAX_PENDING_PER_USER = MAX_PENDING
+    yield built
+    built.extra.clear()  # what a rule made in this test was rolled back with it
 
 
 @pytest.mark.parametrize("name", sorted(RULES))
