@@ -119,7 +119,13 @@ class Database:
 
 
 @pytest.fixture
-def database(transactional_db):
+def database(transactional_db, settings):
+    """The database down for longer than a restart: no request waits for it."""
+    settings.DATABASE_RESTART_WAIT_SECONDS = 0
     server = Database()
     yield server
     server.back()
+    # Imported here: this plugin loads before Django is set up.
+    from portal.db_backend.base import outage
+
+    outage.answered()  # this process forgets the outage
