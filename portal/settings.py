@@ -347,6 +347,9 @@ CELERY_TIMEZONE = "UTC"
 PORTAL_BEAT_HEARTBEAT_SECONDS = env_int("PORTAL_BEAT_HEARTBEAT_SECONDS", 30)
 if PORTAL_BEAT_HEARTBEAT_SECONDS < 1:
     raise ImproperlyConfigured("PORTAL_BEAT_HEARTBEAT_SECONDS must be at least 1.")
+# Beat's scheduler: Celery's own, with one warning per broker outage instead of a
+# traceback for each task it cannot send (portal.beat).
+CELERY_BEAT_SCHEDULER = "portal.beat:Scheduler"
 CELERY_BEAT_SCHEDULE = {
     "record-beat": {
         "task": "portal.tasks.record_beat_task",
