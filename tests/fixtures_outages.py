@@ -33,6 +33,7 @@ class Queued(NamedTuple):
     task: str
     args: list
     eta: str | None  # ISO 8601, as Celery writes it
+    retries: int = 0  # the tries before this one
 
 
 def queued(broker_url: str | None = None) -> list[Queued]:
@@ -42,7 +43,8 @@ def queued(broker_url: str | None = None) -> list[Queued]:
     for raw in reversed(client.lrange("celery", 0, -1)):  # pushed left, taken from the right
         message = json.loads(raw)
         args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
-        found.append(Queued(message["headers"]["task"], args, message["headers"]["eta"]))
+        headers = message["headers"]
+        found.append(Queued(headers["task"], args, headers["eta"], headers["retries"]))
     return found
 
 
