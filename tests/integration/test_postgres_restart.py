@@ -8,8 +8,8 @@ server is stopped fast (``pg_ctl restart -m fast``, ``docker compose restart``: 
 sessions are ended, their transactions rolled back), kept down for ``DOWN`` seconds and
 started again on the same folder and port. Then:
 
-- only requests in flight while it stopped failed, each a 503 with Retry-After, never a
-  500; requests that arrived while it was down waited for it;
+- only requests in flight when it cut the sessions failed, each a 503 with Retry-After,
+  never a 500; requests that arrived while it was down waited for it;
 - every accepted submission is one lease, launched once; none is doubled;
 - nobody touched the worker or beat: a lease asked for after the restart is launched,
   and beat's heartbeat and the region's sync run again.
@@ -22,7 +22,7 @@ By hand, to see what each part buys (each makes the test fail):
 PG_RESTART_ENV='{"DATABASE_CONN_HEALTH_CHECKS": "false"}': the idle gunicorn worker's
 first request after the restart fails on its dead connection;
 PG_RESTART_ENV='{"DATABASE_RESTART_WAIT_SECONDS": "0"}': every request that arrives while
-the server is down fails (about a hundred in one second). PG_RESTART_DOWN_SECONDS=3
+the server is down fails (50 to 100 in one second). PG_RESTART_DOWN_SECONDS=3
 keeps it down longer (beyond DATABASE_RESTART_WAIT_SECONDS, requests answer 503).
 """
 
@@ -312,10 +312,10 @@ def restart(server: Postgres, traffic: Traffic) -> Restart:
 
     No new request starts from the moment the stop is asked for until the server has cut
     the sessions (milliseconds): the requests in flight then are exactly those in
-    progress. The stop is asked for when one request is: it will be cut, while at least
-    one gunicorn worker keeps its connection idle across the restart (as most do in
-    production, where workers outnumber the requests at any moment), which is the
-    connection CONN_HEALTH_CHECKS is for."""
+    progress. The stop is asked for when one request is (it fails if the cut falls in one
+    of its queries), so at least one gunicorn worker keeps its connection idle across the
+    restart, as most do in production, where workers outnumber the requests at any
+    moment: the connection CONN_HEALTH_CHECKS is for."""
     assert server.process is not None
     own = psycopg.connect(server.dsn("portal"), autocommit=True)
     traffic.hold_with_one_in_progress()
