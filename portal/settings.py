@@ -161,14 +161,17 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         "connect_timeout", env_int("DATABASE_CONNECT_TIMEOUT", 5)
     )
 # Query counts, durations and errors for /metrics: django-prometheus's wrapper of the
-# same backend (psycopg 3 or SQLite), nothing else changes.
-if DATABASES["default"]["ENGINE"] in {
-    "django.db.backends.postgresql",
-    "django.db.backends.sqlite3",
-}:
-    DATABASES["default"]["ENGINE"] = (
-        "django_prometheus.db.backends." + (DATABASES["default"]["ENGINE"].rsplit(".", 1)[1])
-    )
+# same backend (psycopg 3 or SQLite), nothing else changes; on PostgreSQL the portal's
+# own subclass of it, which waits for a restarting server (portal.db_backend).
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"]["ENGINE"] = "portal.db_backend"
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["ENGINE"] = "django_prometheus.db.backends.sqlite3"
+# Seconds a request or task waits for a PostgreSQL that refuses connections (restarting)
+# before it fails; a restart shorter than this costs only the requests in flight.
+DATABASE_RESTART_WAIT_SECONDS = env_int("DATABASE_RESTART_WAIT_SECONDS", 5)
+if DATABASE_RESTART_WAIT_SECONDS < 0:
+    raise ImproperlyConfigured("DATABASE_RESTART_WAIT_SECONDS must not be negative.")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 _redis_url = env_str("REDIS_URL")
@@ -344,6 +347,9 @@ CELERY_TIMEZONE = "UTC"
 PORTAL_BEAT_HEARTBEAT_SECONDS = env_int("PORTAL_BEAT_HEARTBEAT_SECONDS", 30)
 if PORTAL_BEAT_HEARTBEAT_SECONDS < 1:
     raise ImproperlyConfigured("PORTAL_BEAT_HEARTBEAT_SECONDS must be at least 1.")
+# Beat's scheduler: Celery's own, with one warning per broker outage instead of a
+# traceback for each task it cannot send (portal.beat).
+CELERY_BEAT_SCHEDULER = "portal.beat:Scheduler"
 CELERY_BEAT_SCHEDULE = {
     "record-beat": {
         "task": "portal.tasks.record_beat_task",

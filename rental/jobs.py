@@ -13,13 +13,18 @@ A row is published inside the transaction that marks it sent, holding its row lo
 its commit leaves the row pending, to be published again. A message can therefore reach
 the broker twice, never zero times; every task claims its rows with a conditional
 update, so a second delivery does nothing.
+
+Tasks send through here too: the lease check's end-of-lease nudges, and every retry
+(``OutboxTask``, the base of rental's tasks). Beat alone publishes directly: its tasks
+are periodic, and one it cannot send runs again at its next time.
 """
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
+from celery import Task
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerUnreachable
 
@@ -36,12 +41,18 @@ CONSEQUENCE = "work for Celery waits in the outbox (rental_outboxmessage) for th
 broker = Outage("The Celery broker")
 
 
+def _not_before(countdown: float | None, eta: datetime | None) -> datetime | None:
+    if eta is None and countdown:
+        return timezone.now() + timedelta(seconds=countdown)
+    return eta
+
+
 def _message(
     name: str, *args: object, countdown: float | None = None, eta: datetime | None = None
 ) -> OutboxMessage:
-    if eta is None and countdown:
-        eta = timezone.now() + timedelta(seconds=countdown)
-    return OutboxMessage(task=f"rental.tasks.{name}", args=list(args), not_before=eta)
+    return OutboxMessage(
+        task=f"rental.tasks.{name}", args=list(args), not_before=_not_before(countdown, eta)
+    )
 
 
 def _keep(messages: list[OutboxMessage]) -> None:
@@ -79,7 +90,12 @@ def send_pending(*, limit: int = SWEEP_BATCH) -> int:
         published: list[int] = []
         for message in batch:
             try:
-                app.send_task(message.task, args=message.args, eta=message.not_before)
+                app.send_task(
+                    message.task,
+                    args=message.args,
+                    eta=message.not_before,
+                    retries=message.retries,
+                )
             except BrokerUnreachable as error:
                 broker.failed(error, consequence=CONSEQUENCE)
                 break
@@ -107,6 +123,49 @@ def prune_sent(*, now: datetime | None = None) -> int:
     cutoff = now - timedelta(hours=settings.PORTAL_OUTBOX_RETENTION_HOURS)
     deleted, _ = OutboxMessage.objects.filter(sent_at__lt=cutoff).delete()
     return deleted
+
+
+class OutboxTask(Task):
+    """The base of rental's tasks: a retry is a message of the outbox like any other.
+
+    Celery's own retry publishes straight to the broker, and when the broker cannot take
+    it (Redis restarting while the task ran) Celery rejects the message being run without
+    putting it back: the retry is lost once that reaches Redis. Launches and terminations
+    would be sent again by their sweeps, which work from rows, but a stop, a start, an
+    image's polling or a volume would never happen. Here Celery decides whether and when
+    to retry, as before, and the retry is written as a row (with its count of tries) and
+    published like every message; only if the database cannot take the row either is it
+    published directly, as before. Like every message of the outbox, it carries
+    positional arguments only."""
+
+    def retry(self, *args, **options):
+        return super().retry(*args, through_outbox=True, **options)
+
+    def apply_async(self, args=None, kwargs=None, *, through_outbox=False, **options):
+        if through_outbox:
+            try:
+                _keep([_retry_message(self.name, args or (), **options)])
+            except DatabaseError:
+                pass  # the database cannot keep it either: Celery's own way, below
+            else:
+                return None
+        return super().apply_async(args, kwargs, **options)
+
+
+def _retry_message(
+    task: str,
+    args: Iterable[object],
+    *,
+    retries: int,
+    countdown: float | None = None,
+    eta: datetime | None = None,
+    **_options: object,
+) -> OutboxMessage:
+    """The retry Celery asked for, as a row; its other options (the task id, the
+    delivery's routing) are the broker's business."""
+    return OutboxMessage(
+        task=task, args=list(args), not_before=_not_before(countdown, eta), retries=retries
+    )
 
 
 # -- the messages ------------------------------------------------------------------------
@@ -163,6 +222,12 @@ def sweep_launches_now() -> None:
 
 def admit_queued_on_commit(gpu_model_id: int) -> None:
     _send("admit_queued_task", gpu_model_id)
+
+
+def end_leases_at(ends: Iterable[tuple[int, datetime]]) -> None:
+    """A lease ended at its end second, for each (lease, end); the lease check ends them
+    anyway at its next run if a nudge is late or lost."""
+    _keep([_message("end_lease_task", pk, eta=end) for pk, end in ends])
 
 
 def process_due_at(due: datetime) -> None:

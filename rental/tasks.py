@@ -1,6 +1,7 @@
 """Celery tasks: thin interfaces that pass ids to services. Duplicates do nothing."""
 
 from datetime import timedelta
+from functools import partial
 
 from celery import shared_task
 from django.conf import settings
@@ -13,10 +14,13 @@ from rental.fleet import cloud, instances, recovery, stop, sync, termination, vo
 from rental.fleet.retry import RETRY_COUNTDOWNS
 from rental.loans import due, ending, expiry, queue
 
+# Every task here sends its retries through the outbox, never straight to the broker.
+task = partial(shared_task, base=jobs.OutboxTask)
+
 
 # The launch's own attempt rows decide when to give up (PORTAL_LAUNCH_MAX_ATTEMPTS and
 # the provisioning timeout); Celery's limit is only a backstop.
-@shared_task(bind=True, acks_late=True, max_retries=100)
+@task(bind=True, acks_late=True, max_retries=100)
 def provision_instance_task(self, instance_id: int) -> None:
     try:
         instances.provision_instance(instance_id=instance_id)
@@ -28,7 +32,7 @@ def provision_instance_task(self, instance_id: int) -> None:
         raise self.retry(exc=exc, countdown=countdown) from exc
 
 
-@shared_task(bind=True, acks_late=True, max_retries=len(RETRY_COUNTDOWNS))
+@task(bind=True, acks_late=True, max_retries=len(RETRY_COUNTDOWNS))
 def terminate_instance_task(self, instance_id: int) -> None:
     try:
         termination.terminate_instance(instance_id=instance_id)
@@ -37,19 +41,19 @@ def terminate_instance_task(self, instance_id: int) -> None:
         raise self.retry(exc=exc, countdown=RETRY_COUNTDOWNS[min(self.request.retries, 4)]) from exc
 
 
-@shared_task(acks_late=True, ignore_result=True)
+@task(acks_late=True, ignore_result=True)
 def sync_instances_task() -> None:
     """The periodic sync: fans out one sync_region_task per account and region."""
     sync.start_sync()
 
 
-@shared_task(acks_late=True, ignore_result=True)
+@task(acks_late=True, ignore_result=True)
 def sync_region_task(account_id: int, region: str) -> None:
     """One account in one region; a duplicate delivery finds the region claimed."""
     sync.sync_account_region(account_id=account_id, region=region)
 
 
-@shared_task(acks_late=True, ignore_result=True)
+@task(acks_late=True, ignore_result=True)
 def sweep_launches_task() -> None:
     """Launches and terminations whose worker died, or whose message was lost, sent
     again (L1)."""
@@ -57,7 +61,7 @@ def sweep_launches_task() -> None:
     recovery.sweep_terminations()
 
 
-@shared_task(acks_late=True, ignore_result=True)
+@task(acks_late=True, ignore_result=True)
 def send_outbox_task() -> None:
     """Work the broker could not take when its change committed, sent oldest first; sent
     rows past their retention deleted."""
@@ -65,7 +69,7 @@ def send_outbox_task() -> None:
     jobs.prune_sent()
 
 
-@shared_task(acks_late=True, ignore_result=True)
+@task(acks_late=True, ignore_result=True)
 def end_expired_leases_task() -> None:
     """The lease check: warn (L5), end what is due, and give each lease that ends before
     the next check a task at its end second."""
@@ -74,48 +78,47 @@ def end_expired_leases_task() -> None:
     ending.end_expired_leases(now=now)
     interval = settings.CELERY_BEAT_SCHEDULE["end-expired-leases"]["schedule"]
     until = now + timedelta(seconds=float(interval))
-    for pk, end in expiry.leases_ending_before(until=until, now=now):
-        end_lease_task.apply_async(args=[pk], eta=end)
+    jobs.end_leases_at(expiry.leases_ending_before(until=until, now=now))
 
 
-@shared_task(acks_late=True, ignore_result=True)
+@task(acks_late=True, ignore_result=True)
 def end_lease_task(reservation_id: int) -> None:
     expiry.end_lease_at_its_end(reservation_id=reservation_id)
 
 
-@shared_task(acks_late=True, ignore_result=True)
+@task(acks_late=True, ignore_result=True)
 def admit_queued_task(gpu_model_id: int) -> None:
     queue.admit_queued(gpu_model=gpu_model_id)
 
 
-@shared_task(acks_late=True, ignore_result=True)
+@task(acks_late=True, ignore_result=True)
 def process_due_task() -> None:
     """Notices that ran out and leases waiting for reclaimed GPUs (Q8). Also on the beat."""
     due.process_due()
 
 
-@shared_task(acks_late=True)
+@task(acks_late=True)
 def roll_up_utilization_task() -> None:
     samples.roll_up_hours()
     samples.purge_samples()
 
 
-@shared_task(acks_late=True, autoretry_for=(cloud.LaunchRetry,), max_retries=5)
+@task(acks_late=True, autoretry_for=(cloud.LaunchRetry,), max_retries=5)
 def stop_instances_task(instance_ids: list[int]) -> None:
     stop.cloud_stop(instance_ids)
 
 
-@shared_task(acks_late=True, autoretry_for=(cloud.LaunchRetry,), max_retries=5)
+@task(acks_late=True, autoretry_for=(cloud.LaunchRetry,), max_retries=5)
 def start_instances_task(instance_ids: list[int]) -> None:
     stop.cloud_start(instance_ids)
 
 
-@shared_task(acks_late=True)
+@task(acks_late=True)
 def expire_stopped_leases_task() -> None:
     stop.expire_stopped_leases()
 
 
-@shared_task(bind=True, acks_late=True, max_retries=None)
+@task(bind=True, acks_late=True, max_retries=None)
 def save_image_task(self, image_id: int) -> None:
     """CreateImage once (the driver's idempotency key), then poll until it settles."""
     try:
@@ -133,16 +136,16 @@ def save_image_task(self, image_id: int) -> None:
     raise self.retry(countdown=images.POLL_SECONDS)
 
 
-@shared_task(acks_late=True, autoretry_for=(cloud.LaunchRetry,), max_retries=5, retry_backoff=True)
+@task(acks_late=True, autoretry_for=(cloud.LaunchRetry,), max_retries=5, retry_backoff=True)
 def create_volume_task(volume_id: int) -> None:
     volume_cloud.create_in_cloud(volume_id)
 
 
-@shared_task(acks_late=True, autoretry_for=(cloud.LaunchRetry,), max_retries=8, retry_backoff=True)
+@task(acks_late=True, autoretry_for=(cloud.LaunchRetry,), max_retries=8, retry_backoff=True)
 def attach_volume_task(volume_id: int) -> None:
     volume_cloud.attach_in_cloud(volume_id)
 
 
-@shared_task(acks_late=True, autoretry_for=(cloud.LaunchRetry,), max_retries=5)
+@task(acks_late=True, autoretry_for=(cloud.LaunchRetry,), max_retries=5)
 def delete_volume_task(volume_id: int) -> None:
     volume_cloud.delete_in_cloud(volume_id)

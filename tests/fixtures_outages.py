@@ -33,6 +33,7 @@ class Queued(NamedTuple):
     task: str
     args: list
     eta: str | None  # ISO 8601, as Celery writes it
+    retries: int = 0  # the tries before this one
 
 
 def queued(broker_url: str | None = None) -> list[Queued]:
@@ -42,7 +43,8 @@ def queued(broker_url: str | None = None) -> list[Queued]:
     for raw in reversed(client.lrange("celery", 0, -1)):  # pushed left, taken from the right
         message = json.loads(raw)
         args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
-        found.append(Queued(message["headers"]["task"], args, message["headers"]["eta"]))
+        headers = message["headers"]
+        found.append(Queued(headers["task"], args, headers["eta"], headers["retries"]))
     return found
 
 
@@ -119,7 +121,13 @@ class Database:
 
 
 @pytest.fixture
-def database(transactional_db):
+def database(transactional_db, settings):
+    """The database down for longer than a restart: no request waits for it."""
+    settings.DATABASE_RESTART_WAIT_SECONDS = 0
     server = Database()
     yield server
     server.back()
+    # Imported here: this plugin loads before Django is set up.
+    from portal.db_backend.base import outage
+
+    outage.answered()  # this process forgets the outage

@@ -48,15 +48,7 @@ class Throwaway:
 
     def stop(self) -> None:
         while self.processes:
-            process = self.processes.pop()
-            if process.poll() is None:
-                # SIGINT is PostgreSQL's "fast shutdown"; Redis exits on it as well.
-                process.send_signal(signal.SIGINT)
-                try:
-                    process.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+            fast_stop(self.processes.pop())
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -111,19 +103,27 @@ def wait_for(check, process: subprocess.Popen, log: Path, name: str) -> None:
     raise ServiceError(f"{name} did not answer in {START_TIMEOUT_S} s:\n{log.read_text()[-2000:]}")
 
 
-def start_postgres(run: Throwaway) -> str:
-    bindir = postgres_bindir()
-    data = run.root / "pg"
+def init_postgres(folder: Path) -> Path:
+    """A new cluster in ``folder``/pg (trust auth, superuser ``postgres``); returns its data
+    folder. Under root it belongs to ``run_as()``'s user."""
+    data = folder / "pg"
     data.mkdir()
-    owner = run_as()
-    kwargs: dict = {}
-    if owner:
-        user, group = owner
-        shutil.chown(data, user, group)
-        kwargs = {"user": user, "group": group, "extra_groups": []}
-    log = run.root / "postgres.log"
+    kwargs = _as_owner()
+    if kwargs:
+        shutil.chown(data, kwargs["user"], kwargs["group"])
     initdb = subprocess.run(
-        [bindir / "initdb", "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", *INITDB],
+        [
+            postgres_bindir() / "initdb",
+            "-D",
+            data,
+            "-U",
+            "postgres",
+            "-A",
+            "trust",
+            "-E",
+            "UTF8",
+            *INITDB,
+        ],
         capture_output=True,
         text=True,
         check=False,
@@ -131,7 +131,22 @@ def start_postgres(run: Throwaway) -> str:
     )
     if initdb.returncode != 0:
         raise ServiceError(f"initdb failed:\n{initdb.stdout[-1500:]}{initdb.stderr[-1500:]}")
-    port = free_port()
+    return data
+
+
+def _as_owner() -> dict:
+    """subprocess arguments that run a program as the cluster's owner (empty unless root)."""
+    owner = run_as()
+    if not owner:
+        return {}
+    user, group = owner
+    return {"user": user, "group": group, "extra_groups": []}
+
+
+def postgres_server(data: Path, port: int) -> subprocess.Popen:
+    """``postgres`` on the cluster in ``data``, on ``port`` of 127.0.0.1, once it accepts
+    connections. Its log is ``postgres.log`` beside ``data``; started again on the same
+    folder and port, it is the same server restarted."""
     settings = {
         "listen_addresses": "127.0.0.1",
         "port": str(port),
@@ -142,20 +157,20 @@ def start_postgres(run: Throwaway) -> str:
         "full_page_writes": "off",
         "max_connections": "200",
     }
-    args = [str(bindir / "postgres"), "-D", str(data)]
+    args = [str(postgres_bindir() / "postgres"), "-D", str(data)]
     for key, value in settings.items():
         args += ["-c", f"{key}={value}"]
+    log = data.parent / "postgres.log"
     process = subprocess.Popen(
         args,
         stdout=log.open("a"),
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        **kwargs,
+        **_as_owner(),
     )
-    run.processes.append(process)
 
     def ready() -> bool:
-        import psycopg
+        import psycopg  # only a run that starts a server needs it
 
         try:
             psycopg.connect(f"host=127.0.0.1 port={port} user=postgres dbname=postgres").close()
@@ -163,7 +178,30 @@ def start_postgres(run: Throwaway) -> str:
             return False
         return True
 
-    wait_for(ready, process, log, "PostgreSQL")
+    try:
+        wait_for(ready, process, log, "PostgreSQL")
+    except ServiceError:
+        process.kill()
+        raise
+    return process
+
+
+def fast_stop(process: subprocess.Popen) -> None:
+    """Stop a server and wait until it has exited. SIGINT is PostgreSQL's "fast shutdown"
+    (open sessions are ended, in-flight transactions rolled back); Redis exits on it too."""
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def start_postgres(run: Throwaway) -> str:
+    port = free_port()
+    run.processes.append(postgres_server(init_postgres(run.root), port))
     return f"postgres://postgres@127.0.0.1:{port}/gpu_portal"
 
 

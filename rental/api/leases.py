@@ -8,6 +8,7 @@ the service's 403) and calls the one service the page calls, with ``source="api"
 from datetime import timedelta
 from typing import Any
 
+from django.db import transaction
 from django.http import Http404
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import (
@@ -116,6 +117,10 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewS
         access.require_manager(self.request.user, lease.project)
         return lease
 
+    # One transaction for the lease and the answer read back from it: when the database
+    # is cut before the answer is read (a restart), the lease is rolled back with it, so a
+    # 503 means nothing was asked for, and asking again never makes two.
+    @transaction.atomic
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         data = self.validated(NewLeaseSerializer, request)
         lease = lease_request.submit_lease(

@@ -13,12 +13,14 @@ from django.utils.translation import gettext_lazy as _
 
 class OutboxMessage(models.Model):
     """One task to send by name with its arguments. ``not_before`` is the task's eta (a
-    countdown is written as the moment it ends). ``sent_at`` is set in the transaction
-    that publishes it; an unsent row is pending."""
+    countdown is written as the moment it ends). ``retries``: how many times the task has
+    been tried before (a retry is sent through the outbox too). ``sent_at`` is set in the
+    transaction that publishes it; an unsent row is pending."""
 
     task = models.CharField(_("task"), max_length=200)
     args = models.JSONField(_("arguments"), default=list, blank=True)
     not_before = models.DateTimeField(_("not before"), null=True, blank=True)
+    retries = models.PositiveIntegerField(_("retries"), default=0)
     created = models.DateTimeField(_("created"), default=timezone.now)
     sent_at = models.DateTimeField(_("sent at"), null=True, blank=True)
 

@@ -3,10 +3,12 @@ writes, throttles let calls through, and the work the writes ask for waits in th
 until the broker is back; with the database down it answers 503 with Retry-After in the
 API's error shape, never a server error."""
 
+from django.db import OperationalError
 from django.urls import reverse
 
 from portal.api.throttling import PerUserRateThrottle
 from rental import tasks
+from rental.api.leases import LeaseViewSet
 from rental.models import Instance, OutboxMessage, Reservation
 from tests import factories
 from tests.api.leases_world import client_for, running_lease
@@ -89,3 +91,18 @@ def test_it_answers_503_with_retry_after_while_the_database_is_down(database, se
     database.back()
     assert not Reservation.objects.exists()
     assert client.get(LIST).status_code == 200
+
+
+def test_a_submission_cut_before_its_answer_leaves_no_lease(f0, monkeypatch):
+    """The database restarts after the lease is written and before it is read back: the
+    answer is a 503, so the lease must not be there (a client asks again on a 503)."""
+
+    def cut(self, lease, *, status=200):
+        raise OperationalError("terminating connection due to administrator command")
+
+    monkeypatch.setattr(LeaseViewSet, "_fresh", cut)
+    answer = client_for(f0.alice).post(LIST, ask(f0), format="json")
+
+    assert answer.status_code == 503 and answer["Retry-After"]
+    assert not Reservation.objects.exists()
+    assert not OutboxMessage.objects.exists()

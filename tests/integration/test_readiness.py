@@ -116,6 +116,8 @@ class Web:
             "DJANGO_SETTINGS_MODULE": "portal.settings",
             "DATABASE_URL": f"postgres://{db['USER']}@127.0.0.1:{database.port}/{db['NAME']}",
             "DATABASE_CONNECT_TIMEOUT": str(CONNECT_TIMEOUT),
+            # A shut gate refuses at once, as a restarting server does: waited for this long.
+            "DATABASE_RESTART_WAIT_SECONDS": str(CONNECT_TIMEOUT),
             "CELERY_BROKER_URL": f"redis://127.0.0.1:{broker.port}/{redis_db}",
             "SECRET_KEY": settings.SECRET_KEY,
             "PORTAL_ENCRYPTION_KEYS": ",".join(settings.PORTAL_ENCRYPTION_KEYS),

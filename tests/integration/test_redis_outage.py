@@ -2,7 +2,8 @@
 API answers reads and writes, and the work they ask for waits in the outbox; once Redis
 is back, on the same port, the worker and beat reconnect on their own and the outbox
 sweep sends that work, each message once, so the lease asked for meanwhile is launched
-and the one ended meanwhile is terminated.
+and the one ended meanwhile is terminated. Beat logs the outage in one line, not a
+traceback for each task it could not send.
 
 The launch sweep is held back (a stale-claim time longer than the test) so that only the
 outbox can deliver the launch.
@@ -34,6 +35,7 @@ OUTAGE = float(os.environ.get("REDIS_OUTAGE_SECONDS", "0"))  # beyond the calls 
 # Kombu's worker waits at most 30 s between attempts to reconnect to the broker; then one
 # outbox sweep, the launch or termination (two cloud calls) and a sync.
 SETTLE = 30 + OUTBOX_SWEEP + 60
+BEAT_OUTAGE = "The Celery broker (beat) cannot be reached"  # portal.beat
 
 
 class RedisServer:
@@ -119,6 +121,12 @@ def test_it_keeps_serving_while_redis_is_down_and_does_the_work_once_it_is_back(
         assert [message for message in asked if message in ours] == ours  # kept, in order
         kept = list(waiting.values_list("pk", flat=True))
 
+        # Beat has tasks due every second: it finds the broker gone, and says so once.
+        wait_for(
+            lambda: BEAT_OUTAGE in worker.log.read_text(),
+            timeout=SETTLE,
+            what="beat to find the broker gone",
+        )
         time.sleep(OUTAGE)  # the outage's length, by hand only (0 in the suite)
         own_redis.start()
         back = time.monotonic()
@@ -132,6 +140,10 @@ def test_it_keeps_serving_while_redis_is_down_and_does_the_work_once_it_is_back(
         worker.stop()
 
     assert OutboxMessage.objects.filter(pk__in=kept, sent_at__isnull=True).count() == 0
+    # One line for the outage from beat, never a traceback for each task it could not send.
+    log = worker.log.read_text()
+    assert log.count(BEAT_OUTAGE) == 1
+    assert "Message Error" not in log
     assert cloud.count("RunInstances") == 2  # one launch per lease: nothing sent twice ran twice
     states = {
         found.external_id: found.state

@@ -1,7 +1,8 @@
 """The site through outages (issue 18, point 1): the cache (Redis) down lets logins and
 API calls through, with one log line; with the broker down too a lease is still taken on
 its page, its launch kept in the outbox; the database down is a 503 page in the reader's
-language with Retry-After; a restarted database costs a kept connection nothing."""
+language with Retry-After; a restarted database costs a kept connection nothing, and a
+new connection waits for a database that is restarting."""
 
 import psycopg
 import pytest
@@ -13,10 +14,12 @@ from django.urls import reverse
 
 from portal.api.throttling import PerUserRateThrottle
 from portal.cache import outage
+from portal.db_backend import base as db_backend
 from rental.models import Instance, OutboxMessage, Reservation
 from tests import factories
 from tests.api.leases_world import client_for
 from tests.fixtures_outages import closed_redis_url, redis_cache
+from tests.servers import free_port
 
 
 @pytest.fixture
@@ -140,3 +143,61 @@ def test_it_reconnects_a_kept_connection_after_the_database_restarts(settings):
     finally:
         wrapper.close()
         wrapper.settings_dict.update(kept)
+
+
+class Restarting:
+    """psycopg's connect as the portal's backend calls it, to a server that refuses the
+    first ``refusals`` connections (they go to a port where nothing listens), then answers."""
+
+    def __init__(self, monkeypatch, refusals: float) -> None:
+        self.refusals = refusals
+        self.attempts = 0
+        self.connect = psycopg.connect
+        monkeypatch.setattr(psycopg, "connect", self)
+
+    def __call__(self, *args, **kwargs):
+        self.attempts += 1
+        if self.attempts <= self.refusals:
+            kwargs = {**kwargs, "port": free_port()}
+        return self.connect(*args, **kwargs)
+
+
+@pytest.fixture
+def new_connection(db):
+    """A connection of its own to the test database, opened by the test (the test's own
+    connection holds its transaction)."""
+    wrapper = connections.create_connection("default")
+    yield wrapper
+    wrapper.close()
+    db_backend.outage.answered()  # this process forgets any outage the test saw
+
+
+def test_a_new_connection_waits_for_a_restarting_database(new_connection, settings, monkeypatch):
+    settings.DATABASE_RESTART_WAIT_SECONDS = 30
+    server = Restarting(monkeypatch, refusals=3)
+
+    new_connection.ensure_connection()
+
+    assert server.attempts == 4
+    assert new_connection.is_usable()
+
+
+def test_an_outage_costs_one_wait_and_one_log_line(new_connection, settings, monkeypatch, caplog):
+    settings.DATABASE_RESTART_WAIT_SECONDS = 0.3
+    settings.PORTAL_OUTAGE_RETRY_SECONDS = 60
+    server = Restarting(monkeypatch, refusals=float("inf"))
+
+    with pytest.raises(OperationalError):
+        new_connection.ensure_connection()  # waits 0.3 s, then gives up
+    waited = server.attempts
+    assert waited >= 2
+    with pytest.raises(OperationalError):
+        new_connection.ensure_connection()  # within the retry time: one try, no wait
+    assert server.attempts == waited + 1
+    lines = [r.getMessage() for r in caplog.records if r.name == "portal.outages"]
+    assert len(lines) == 1 and lines[0].startswith("The database cannot be reached")
+
+    server.refusals = 0
+    new_connection.ensure_connection()
+    lines = [r.getMessage() for r in caplog.records if r.name == "portal.outages"]
+    assert len(lines) == 2 and lines[1].startswith("The database answers again")

@@ -1,16 +1,20 @@
 """The outbox (rental.jobs): work for Celery is a row of the transaction that asks for it,
 published after the commit, kept while the broker is down and sent once it is back,
-oldest first; two senders never publish the same row; sent rows are pruned."""
+oldest first; two senders never publish the same row; sent rows are pruned. Tasks send
+through it too: the lease check's nudges and every retry."""
 
 import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection, transaction
+from celery.exceptions import Retry
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
+from portal.celery import app
 from rental import jobs, tasks
-from rental.models import OutboxMessage
+from rental.models import OutboxMessage, Reservation
+from tests.api.leases_world import running_lease
 from tests.fixtures_outages import queued
 
 pytestmark = pytest.mark.django_db
@@ -139,3 +143,73 @@ def test_it_prunes_sent_messages_after_their_retention_and_keeps_pending_ones(se
 
     assert set(OutboxMessage.objects.values_list("pk", flat=True)) == {recent.pk, pending.pk}
     assert not OutboxMessage.objects.filter(pk=old.pk).exists()
+
+
+def test_the_lease_check_sends_its_end_of_lease_nudges_through_the_outbox(f0, broker):
+    lease = running_lease(f0)
+    end = timezone.now().replace(microsecond=0) + timedelta(seconds=10)
+    Reservation.objects.filter(pk=lease.pk).update(end=end)
+    broker.down()
+
+    tasks.end_expired_leases_task()  # sent straight to the broker, this raised
+
+    [nudge] = OutboxMessage.objects.filter(task="rental.tasks.end_lease_task")
+    assert (nudge.args, nudge.not_before, nudge.sent_at) == ([lease.pk], end, None)
+    broker.back()
+    tasks.send_outbox_task()
+    assert ("rental.tasks.end_lease_task", [lease.pk], end.isoformat()) in [
+        (q.task, q.args, q.eta) for q in queued()
+    ]
+
+
+def retry(task, args: list, *, retries: int, countdown: int) -> None:
+    """The task's retry as a worker runs it: Celery retries only a task it delivered, and
+    says so by raising Retry."""
+    task.push_request(id="delivered", args=args, kwargs={}, retries=retries, called_directly=False)
+    try:
+        with pytest.raises(Retry):
+            task.retry(countdown=countdown)
+    finally:
+        task.pop_request()
+
+
+def test_a_retry_is_kept_in_the_outbox_while_the_broker_is_down(broker):
+    broker.down()
+    before = timezone.now()
+
+    retry(tasks.stop_instances_task, [[7, 8]], retries=2, countdown=30)
+
+    [kept] = OutboxMessage.objects.all()
+    assert (kept.task, kept.args, kept.retries, kept.sent_at) == (
+        "rental.tasks.stop_instances_task",
+        [[7, 8]],
+        3,
+        None,
+    )
+    assert (
+        before + timedelta(seconds=30) <= kept.not_before <= timezone.now() + timedelta(seconds=30)
+    )
+    broker.back()
+    tasks.send_outbox_task()
+    [sent] = queued()
+    assert (sent.task, sent.args, sent.retries) == ("rental.tasks.stop_instances_task", [[7, 8]], 3)
+    assert sent.eta == kept.not_before.isoformat()
+
+
+def test_a_retry_the_database_cannot_keep_goes_straight_to_the_broker(broker, monkeypatch):
+    def restarting(*args, **kwargs):
+        raise DatabaseError("the database system is shutting down")
+
+    monkeypatch.setattr(OutboxMessage.objects, "bulk_create", restarting)
+
+    retry(tasks.save_image_task, [5], retries=0, countdown=15)
+
+    assert [(q.task, q.args, q.retries) for q in queued()] == [
+        ("rental.tasks.save_image_task", [5], 1)
+    ]
+
+
+def test_every_rental_task_retries_through_the_outbox():
+    rental = {name: task for name, task in app.tasks.items() if name.startswith("rental.tasks.")}
+    assert len(rental) >= 17
+    assert all(isinstance(task, jobs.OutboxTask) for task in rental.values())

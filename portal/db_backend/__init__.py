@@ -1,0 +1,1 @@
+"""The portal's PostgreSQL backend (``ENGINE = "portal.db_backend"``): see ``base``."""
