@@ -153,8 +153,9 @@ def sync_soon(account_id: int | None = None, region: str = "") -> None:
 
 
 def sync_regions(pairs: Iterable[tuple[int, str]]) -> None:
-    """Each account and region's sync, a task of its own (the periodic sync fans out)."""
-    _keep([_message("sync_region_task", account_id, region) for account_id, region in pairs])
+    """Each account and region's periodic sync, a task of its own (the beat's sync fans
+    out); the last argument, ``periodic``, makes each claim its region's period."""
+    _keep([_message("sync_region_task", account_id, region, True) for account_id, region in pairs])
 
 
 def sweep_launches_now() -> None:

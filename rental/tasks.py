@@ -44,9 +44,11 @@ def sync_instances_task() -> None:
 
 
 @shared_task(acks_late=True, ignore_result=True)
-def sync_region_task(account_id: int, region: str) -> None:
-    """One account in one region; a duplicate delivery finds the region claimed."""
-    sync.sync_account_region(account_id=account_id, region=region)
+def sync_region_task(account_id: int, region: str, periodic: bool = False) -> None:
+    """One account in one region; a duplicate delivery finds the region claimed, and a
+    ``periodic`` one (the beat's) finds the period taken when another beat's tick, or a
+    second delivery of its own, synced the region less than half a period ago."""
+    sync.sync_account_region(account_id=account_id, region=region, periodic=periodic)
 
 
 @shared_task(acks_late=True, ignore_result=True)

@@ -177,8 +177,8 @@ def test_it_fans_out_one_task_per_account_and_region(f0c, sent):
     pairs = sync.start_sync(now=T0)
     assert pairs == [(f0c.account.pk, "us-east-1"), (f0c.account.pk, "us-west-2")]
     assert [call for call in sent.calls() if call[0] == "sync_region_task"] == [
-        ("sync_region_task", f0c.account.pk, "us-east-1"),
-        ("sync_region_task", f0c.account.pk, "us-west-2"),
+        ("sync_region_task", f0c.account.pk, "us-east-1", True),
+        ("sync_region_task", f0c.account.pk, "us-west-2", True),
     ]
 
 
@@ -198,6 +198,32 @@ def test_it_runs_a_region_once_when_its_task_is_delivered_twice(f0c, cloud):
     assert sync.sync_account_region(account_id=f0c.account.pk, region="us-east-1", now=later) == 0
     assert cloud.count("DescribeInstances") == 1
     assert RegionSync.objects.get(pk=held.pk).claimed_until is None
+
+
+def test_a_region_is_synced_once_a_period_however_many_beats_ask(f0c, cloud, settings):
+    """Two beats (one on each worker host) each send the periodic sync every period: the
+    first tick of a period syncs the region, the other's finds the period taken. A sync
+    asked for after a launch is not the schedule's and runs all the same."""
+    settings.CELERY_BEAT_SCHEDULE = {
+        **settings.CELERY_BEAT_SCHEDULE,
+        "sync-instances": {"task": "rental.tasks.sync_instances_task", "schedule": 30.0},
+    }
+    sync.sync_plan()
+    region = {"account_id": f0c.account.pk, "region": "us-east-1"}
+    cloud.clear_requests()
+
+    assert sync.sync_account_region(**region, now=T0, periodic=True) == 0
+    # The other beat's tick, 14 s later (its phase), and the same tick delivered twice.
+    assert sync.sync_account_region(**region, now=T0 + timedelta(seconds=14), periodic=True) is None
+    assert sync.sync_account_region(**region, now=T0, periodic=True) is None
+    assert cloud.count("DescribeInstances") == 1
+    # A sync after a launch is not the schedule's: it runs.
+    assert sync.sync_account_region(**region, now=T0 + timedelta(seconds=14)) == 0
+    # The next period: the first tick (a late one of the first beat's included) syncs.
+    assert sync.sync_account_region(**region, now=T0 + timedelta(seconds=16), periodic=True) == 0
+    assert cloud.count("DescribeInstances") == 3
+    row = RegionSync.objects.get(account=f0c.account, region="us-east-1")
+    assert row.period_started_at == T0 + timedelta(seconds=16)
 
 
 def test_it_keeps_a_failing_region_to_itself(f0c, cloud):
