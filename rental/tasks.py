@@ -47,7 +47,8 @@ def sync_instances_task() -> None:
 def sync_region_task(account_id: int, region: str, periodic: bool = False) -> None:
     """One account in one region; a duplicate delivery finds the region claimed, and a
     ``periodic`` one (the beat's) finds the period taken when another beat's tick, or a
-    second delivery of its own, synced the region less than half a period ago."""
+    second delivery of its own, synced the region less than three quarters of a period
+    ago."""
     sync.sync_account_region(account_id=account_id, region=region, periodic=periodic)
 
 

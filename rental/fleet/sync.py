@@ -74,6 +74,10 @@ def sync_plan() -> list[tuple[int, str]]:
     return plan
 
 
+# A periodic sync that began less than this share of a period ago leaves the region alone.
+PERIOD_CLAIM = 0.75
+
+
 def sync_period() -> float:
     """Seconds between the beat's syncs (``PORTAL_SYNC_INTERVAL``)."""
     return float(settings.CELERY_BEAT_SCHEDULE["sync-instances"]["schedule"])
@@ -143,19 +147,22 @@ def _claim_region(
     """Claim one region's sync for PORTAL_SYNC_CLAIM_SECONDS (a conditional update: one
     delivery wins). A worker that dies mid-sync holds it at most that long.
 
-    A periodic sync also claims the region's period: when one began less than half a
-    period ago, the region is left alone. Each beat sends its own tick every period, so
-    with two beats (a second one by mistake, or one on each worker host) every region
-    would otherwise be synced twice a period; now the first tick of each period wins and
-    the other finds the period taken. A late tick of the same beat (up to half a period)
-    still syncs. A sync asked for outside the schedule (after a launch) claims no period."""
+    A periodic sync also claims the region's period: when one began less than
+    PERIOD_CLAIM of a period ago, the region is left alone. Each beat sends its own tick
+    every period, so with two beats (a second one by mistake, or one on each worker host)
+    every region would otherwise be synced twice a period; now one beat's ticks sync and
+    the other's find the period taken. Three quarters, not a half: two beats half a
+    period apart would otherwise take turns, each tick just past the other's, and sync
+    twice a period again; and a tick that comes up to a quarter of a period early (the
+    one before it ran late) still syncs. A sync asked for outside the schedule (after a
+    launch) claims no period."""
     row, _created = RegionSync.objects.get_or_create(account_id=account_id, region=region)
     until = now + timedelta(seconds=settings.PORTAL_SYNC_CLAIM_SECONDS)
     free = Q(claimed_until__isnull=True) | Q(claimed_until__lte=now)
     taken: dict[str, datetime] = {"claimed_until": until}
     if periodic:
-        half = timedelta(seconds=sync_period() / 2)
-        free &= Q(period_started_at__isnull=True) | Q(period_started_at__lte=now - half)
+        began_before = now - timedelta(seconds=sync_period() * PERIOD_CLAIM)
+        free &= Q(period_started_at__isnull=True) | Q(period_started_at__lte=began_before)
         taken["period_started_at"] = now
     won = RegionSync.objects.filter(pk=row.pk).filter(free).update(**taken)
     if not won:

@@ -201,9 +201,10 @@ def test_it_runs_a_region_once_when_its_task_is_delivered_twice(f0c, cloud):
 
 
 def test_a_region_is_synced_once_a_period_however_many_beats_ask(f0c, cloud, settings):
-    """Two beats (one on each worker host) each send the periodic sync every period: the
-    first tick of a period syncs the region, the other's finds the period taken. A sync
-    asked for after a launch is not the schedule's and runs all the same."""
+    """Two beats (one on each worker host) each send the periodic sync every period: one
+    beat's tick syncs the region, the other's, less than three quarters of a period
+    later, finds the period taken. A sync asked for after a launch is not the schedule's
+    and runs all the same."""
     settings.CELERY_BEAT_SCHEDULE = {
         **settings.CELERY_BEAT_SCHEDULE,
         "sync-instances": {"task": "rental.tasks.sync_instances_task", "schedule": 30.0},
@@ -212,18 +213,24 @@ def test_a_region_is_synced_once_a_period_however_many_beats_ask(f0c, cloud, set
     region = {"account_id": f0c.account.pk, "region": "us-east-1"}
     cloud.clear_requests()
 
-    assert sync.sync_account_region(**region, now=T0, periodic=True) == 0
-    # The other beat's tick, 14 s later (its phase), and the same tick delivered twice.
-    assert sync.sync_account_region(**region, now=T0 + timedelta(seconds=14), periodic=True) is None
-    assert sync.sync_account_region(**region, now=T0, periodic=True) is None
+    def periodic(seconds: float) -> int | None:
+        return sync.sync_account_region(
+            **region, now=T0 + timedelta(seconds=seconds), periodic=True
+        )
+
+    assert periodic(0) == 0
+    # The other beat's tick (its phase: 20 s later), and the same tick delivered twice.
+    assert periodic(20) is None
+    assert periodic(0) is None
     assert cloud.count("DescribeInstances") == 1
-    # A sync after a launch is not the schedule's: it runs.
-    assert sync.sync_account_region(**region, now=T0 + timedelta(seconds=14)) == 0
-    # The next period: the first tick (a late one of the first beat's included) syncs.
-    assert sync.sync_account_region(**region, now=T0 + timedelta(seconds=16), periodic=True) == 0
+    # A sync after a launch is not the schedule's: it runs, and claims no period.
+    assert sync.sync_account_region(**region, now=T0 + timedelta(seconds=21)) == 0
+    # The first beat's next tick, however early (its last one ran late), syncs.
+    assert periodic(23) == 0
+    assert periodic(43) is None
     assert cloud.count("DescribeInstances") == 3
     row = RegionSync.objects.get(account=f0c.account, region="us-east-1")
-    assert row.period_started_at == T0 + timedelta(seconds=16)
+    assert row.period_started_at == T0 + timedelta(seconds=23)
 
 
 def test_it_keeps_a_failing_region_to_itself(f0c, cloud):
