@@ -292,9 +292,9 @@ class FaultInjector:
                 self._held[action] -= 1
                 self._held_changed.notify_all()
 
-    def wait_until_held(self, action: str, timeout: float) -> bool:
+    def wait_until_held(self, action: str, timeout: float, count: int = 1) -> bool:
         with self._held_changed:
-            return self._held_changed.wait_for(lambda: self._held.get(action, 0) > 0, timeout)
+            return self._held_changed.wait_for(lambda: self._held.get(action, 0) >= count, timeout)
 
     def _apply_hiding(self, action: str, body: bytes, statuses: list[int]) -> bytes:
         hiding = self._hiding
@@ -456,10 +456,11 @@ class LocalCloud:
             raise ValueError("when is 'before' or 'after'")
         self._injector.delay(_Delay(action, seconds, when, times))
 
-    def wait_until_held(self, action: str, timeout: float = 10) -> bool:
-        """Block until a request for ``action`` is being held by ``delay``; False on
-        timeout. Lets a test run a step while the other one waits for the cloud."""
-        return self._injector.wait_until_held(action, timeout)
+    def wait_until_held(self, action: str, timeout: float = 10, *, count: int = 1) -> bool:
+        """Block until ``count`` requests for ``action`` are being held by ``delay`` at
+        once; False on timeout. Lets a test run a step while the others wait for the
+        cloud (``count``: every one of several workers' requests)."""
+        return self._injector.wait_until_held(action, timeout, count)
 
     def hide_new_instances(
         self, seconds: float, *, clock: Callable[[], datetime] | None = None
