@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('rental', '0017_outbox'),
+        ('rental', '0018_outboxmessage_retries'),
     ]
 
     operations = [
