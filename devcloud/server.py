@@ -85,12 +85,18 @@ _AUTH_FAILURE_MESSAGE = "AWS was not able to validate the provided access creden
 
 @dataclass(frozen=True)
 class RecordedRequest:
-    """One request the local cloud answered (moto-api calls are not recorded)."""
+    """One request the local cloud answered (moto-api calls are not recorded): besides
+    the action and its answer, the address it came from and the names of its
+    ``Filter.N.Name`` parameters, so a test with several client hosts can tell who
+    described what (a sync's describe by the installation tag from a launch's look-up by
+    its key)."""
 
     action: str
     access_key_id: str
     status: int
     faulted: bool
+    client: str = ""
+    filters: tuple[str, ...] = ()
 
 
 @dataclass
@@ -154,6 +160,15 @@ def _region(environ: Environ) -> str:
     return match.group(1) if match else ""
 
 
+_FILTER_NAME = re.compile(r"Filter\.\d+\.Name")
+
+
+def _origin(environ: Environ, params: dict[str, str]) -> tuple[str, tuple[str, ...]]:
+    """Who sent a request (the client's address) and the filter names it carries."""
+    names = sorted(value for key, value in params.items() if _FILTER_NAME.fullmatch(key))
+    return environ.get("REMOTE_ADDR", ""), tuple(names)
+
+
 def _action(environ: Environ) -> str:
     """The EC2 Query ``Action`` of the request."""
     return _params(environ).get("Action", "")
@@ -184,6 +199,7 @@ class FaultInjector:
         params = _params(environ)
         action = params.get("Action", "")
         key_id = _access_key_id(environ)
+        origin = _origin(environ, params)
         params["X-Region"] = _region(environ)
         delay = self._take_delay(action)
         if delay is not None and delay.when == "before":
@@ -203,7 +219,7 @@ class FaultInjector:
             fault = _Fault(action, MISMATCH_CODE, MISMATCH_MESSAGE, 400, 1)
         if fault is not None:
             return self._error(
-                action, key_id, fault.status, fault.code, fault.message, start_response
+                action, key_id, fault.status, fault.code, fault.message, start_response, origin
             )
 
         statuses: list[int] = []
@@ -225,7 +241,7 @@ class FaultInjector:
                 body = self._tokens.run(key_id, params, launch)
             except TokenMismatch:
                 return self._error(
-                    action, key_id, 400, MISMATCH_CODE, MISMATCH_MESSAGE, start_response
+                    action, key_id, 400, MISMATCH_CODE, MISMATCH_MESSAGE, start_response, origin
                 )
             if not statuses:  # the first answer again, nothing launched
                 statuses.append(200)
@@ -246,11 +262,11 @@ class FaultInjector:
         status, headers = answer[0] if answer else ("500 Internal Server Error", [])
         headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
         start_response(status, [*headers, ("Content-Length", str(len(body)))])
-        self._record(action, key_id, statuses[0] if statuses else 0, faulted=False)
+        self._record(action, key_id, statuses[0] if statuses else 0, faulted=False, origin=origin)
         return [body]
 
-    def _error(self, action, key_id, status, code, message, start_response) -> list[bytes]:
-        self._record(action, key_id, status, faulted=True)
+    def _error(self, action, key_id, status, code, message, start_response, origin) -> list[bytes]:
+        self._record(action, key_id, status, faulted=True, origin=origin)
         body = ec2_error_body(code, message)
         reason = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Error"
         headers = [("Content-Type", "text/xml;charset=UTF-8"), ("Content-Length", str(len(body)))]
@@ -276,9 +292,9 @@ class FaultInjector:
                 self._held[action] -= 1
                 self._held_changed.notify_all()
 
-    def wait_until_held(self, action: str, timeout: float) -> bool:
+    def wait_until_held(self, action: str, timeout: float, count: int = 1) -> bool:
         with self._held_changed:
-            return self._held_changed.wait_for(lambda: self._held.get(action, 0) > 0, timeout)
+            return self._held_changed.wait_for(lambda: self._held.get(action, 0) >= count, timeout)
 
     def _apply_hiding(self, action: str, body: bytes, statuses: list[int]) -> bytes:
         hiding = self._hiding
@@ -315,9 +331,18 @@ class FaultInjector:
                 return fault
         return None
 
-    def _record(self, action: str, key_id: str, status: int, *, faulted: bool) -> None:
+    def _record(
+        self,
+        action: str,
+        key_id: str,
+        status: int,
+        *,
+        faulted: bool,
+        origin: tuple[str, tuple[str, ...]],
+    ) -> None:
+        client, filters = origin
         with self._lock:
-            self._log.append(RecordedRequest(action, key_id, status, faulted))
+            self._log.append(RecordedRequest(action, key_id, status, faulted, client, filters))
 
     def inject(self, fault: _Fault) -> None:
         with self._lock:
@@ -378,9 +403,9 @@ class LocalCloud:
         self._injector = injector
         self._thread = threading.Thread(target=server.serve_forever, name="localcloud", daemon=True)
         self._thread.start()
-        self.host: str = HOST
+        self.host: str = server.server_address[0]
         self.port: int = server.server_port
-        self.url: str = f"http://{HOST}:{self.port}"
+        self.url: str = f"http://{self.host}:{self.port}"
 
     def __repr__(self) -> str:
         return f"LocalCloud(url={self.url!r})"
@@ -431,10 +456,11 @@ class LocalCloud:
             raise ValueError("when is 'before' or 'after'")
         self._injector.delay(_Delay(action, seconds, when, times))
 
-    def wait_until_held(self, action: str, timeout: float = 10) -> bool:
-        """Block until a request for ``action`` is being held by ``delay``; False on
-        timeout. Lets a test run a step while the other one waits for the cloud."""
-        return self._injector.wait_until_held(action, timeout)
+    def wait_until_held(self, action: str, timeout: float = 10, *, count: int = 1) -> bool:
+        """Block until ``count`` requests for ``action`` are being held by ``delay`` at
+        once; False on timeout. Lets a test run a step while the others wait for the
+        cloud (``count``: every one of several workers' requests)."""
+        return self._injector.wait_until_held(action, timeout, count)
 
     def hide_new_instances(
         self, seconds: float, *, clock: Callable[[], datetime] | None = None
@@ -506,16 +532,22 @@ def _accept_any_instance_type_and_image() -> None:
 
 
 def start(
-    port: int | None = None, *, verbose: bool = False, machines: Machines | None = None
+    port: int | None = None,
+    *,
+    verbose: bool = False,
+    machines: Machines | None = None,
+    host: str = HOST,
 ) -> LocalCloud:
     """Start a local cloud on 127.0.0.1 and return once it accepts connections.
 
     ``port`` None or 0 picks a free port. ``verbose`` logs every request to stderr.
-    ``machines`` (the demo's): run the agent of every instance launched (devcloud.machines)."""
+    ``machines`` (the demo's): run the agent of every instance launched (devcloud.machines).
+    ``host``: another address to listen on (a test's bridge to network namespaces, which
+    cannot reach 127.0.0.1). Every local cloud of one process shares moto's state."""
     _accept_any_instance_type_and_image()
     injector = FaultInjector(DomainDispatcherApplication(create_backend_app))
     server = make_server(
-        HOST,
+        host,
         port or 0,
         machines.middleware(injector) if machines else injector,
         threaded=True,

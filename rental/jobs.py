@@ -211,9 +211,15 @@ def sync_soon(account_id: int | None = None, region: str = "") -> None:
         _send("sync_instances_task", countdown=2)
 
 
-def sync_regions(pairs: Iterable[tuple[int, str]]) -> None:
-    """Each account and region's sync, a task of its own (the periodic sync fans out)."""
-    _keep([_message("sync_region_task", account_id, region) for account_id, region in pairs])
+def sync_regions(pairs: Iterable[tuple[int, str]], *, tick: datetime) -> None:
+    """Each account and region's periodic sync, a task of its own (the beat's sync fans
+    out); ``tick``, when the beat's tick fired, makes each claim its region's period."""
+    _keep(
+        [
+            _message("sync_region_task", account_id, region, tick.isoformat())
+            for account_id, region in pairs
+        ]
+    )
 
 
 def sweep_launches_now() -> None:

@@ -1,6 +1,6 @@
 """Celery tasks: thin interfaces that pass ids to services. Duplicates do nothing."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 
 from celery import shared_task
@@ -48,9 +48,15 @@ def sync_instances_task() -> None:
 
 
 @task(acks_late=True, ignore_result=True)
-def sync_region_task(account_id: int, region: str) -> None:
-    """One account in one region; a duplicate delivery finds the region claimed."""
-    sync.sync_account_region(account_id=account_id, region=region)
+def sync_region_task(account_id: int, region: str, tick: str = "") -> None:
+    """One account in one region; a duplicate delivery finds the region claimed, and the
+    beat's sync (``tick``: when its tick fired, ISO 8601) finds the period taken when the
+    same tick, or another beat's within three quarters of a period, synced it already."""
+    sync.sync_account_region(
+        account_id=account_id,
+        region=region,
+        tick=datetime.fromisoformat(tick) if tick else None,
+    )
 
 
 @task(acks_late=True, ignore_result=True)

@@ -52,9 +52,9 @@ class Throwaway:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def free_port() -> int:
+def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((host, 0))
         return sock.getsockname()[1]
 
 

@@ -74,12 +74,22 @@ def sync_plan() -> list[tuple[int, str]]:
     return plan
 
 
+# A periodic sync that began less than this share of a period ago leaves the region alone.
+PERIOD_CLAIM = 0.75
+
+
+def sync_period() -> float:
+    """Seconds between the beat's syncs (``PORTAL_SYNC_INTERVAL``)."""
+    return float(settings.CELERY_BEAT_SCHEDULE["sync-instances"]["schedule"])
+
+
 def start_sync(*, now: datetime | None = None) -> list[tuple[int, str]]:
     """The periodic sync (L3): one small task per account and region, each isolated (one
-    slow or failing region delays no other), then the launches past their timeout."""
+    slow or failing region delays no other), then the launches past their timeout. Each
+    task claims its region's period, so a second beat's tick syncs nothing twice."""
     now = now or timezone.now()
     pairs = sync_plan()
-    jobs.sync_regions(pairs)
+    jobs.sync_regions(pairs, tick=now)
     _time_out_launches(now)
     return pairs
 
@@ -98,13 +108,16 @@ def sync_instances(*, now: datetime | None = None) -> int:
     return changed
 
 
-def sync_account_region(*, account_id: int, region: str, now: datetime | None = None) -> int | None:
-    """Sync one account in one region, unless another delivery holds its claim (then
-    None). The rows are read before the describe, so the snapshot is never older than the
-    rows compared with it. A failure is recorded for this region and the account; it never
+def sync_account_region(
+    *, account_id: int, region: str, now: datetime | None = None, tick: datetime | None = None
+) -> int | None:
+    """Sync one account in one region, unless another delivery holds its claim, or, for
+    the beat's sync (``tick``: when its tick fired), the region's period (then None). The
+    rows are read before the describe, so the snapshot is never older than the rows
+    compared with it. A failure is recorded for this region and the account; it never
     reaches another region's task. Returns the instances changed."""
     now = now or timezone.now()
-    claim = _claim_region(account_id, region, now)
+    claim = _claim_region(account_id, region, now, tick=tick)
     if claim is None:
         return None
     error, changed = "", 0
@@ -128,16 +141,30 @@ def sync_account_region(*, account_id: int, region: str, now: datetime | None = 
     return changed
 
 
-def _claim_region(account_id: int, region: str, now: datetime) -> RegionSync | None:
+def _claim_region(
+    account_id: int, region: str, now: datetime, *, tick: datetime | None = None
+) -> RegionSync | None:
     """Claim one region's sync for PORTAL_SYNC_CLAIM_SECONDS (a conditional update: one
-    delivery wins). A worker that dies mid-sync holds it at most that long."""
+    delivery wins). A worker that dies mid-sync holds it at most that long.
+
+    The beat's sync also claims the region's period, by the time its tick fired: when a
+    tick less than PERIOD_CLAIM of a period before this one synced the region, it is left
+    alone. Each beat sends its own tick every period, so with two beats (a second one by
+    mistake, or one on each worker host) every region would otherwise be synced twice a
+    period; now one beat's ticks sync and the other's find the period taken. The tick's
+    time, not the task's: a task run late by a busy queue does not make the next tick's
+    look early. Three quarters, not a half: two beats half a period apart would otherwise
+    take turns, each tick just past the other's. A sync asked for outside the schedule
+    (after a launch) claims no period."""
     row, _created = RegionSync.objects.get_or_create(account_id=account_id, region=region)
     until = now + timedelta(seconds=settings.PORTAL_SYNC_CLAIM_SECONDS)
-    won = (
-        RegionSync.objects.filter(pk=row.pk)
-        .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lte=now))
-        .update(claimed_until=until)
-    )
+    free = Q(claimed_until__isnull=True) | Q(claimed_until__lte=now)
+    taken: dict[str, datetime] = {"claimed_until": until}
+    if tick is not None:
+        before = tick - timedelta(seconds=sync_period() * PERIOD_CLAIM)
+        free &= Q(period_started_at__isnull=True) | Q(period_started_at__lte=before)
+        taken["period_started_at"] = tick
+    won = RegionSync.objects.filter(pk=row.pk).filter(free).update(**taken)
     if not won:
         return None
     row.claimed_until = until

@@ -110,6 +110,9 @@ class RegionSync(models.Model):
     )
     region = models.CharField(_("region"), max_length=32)
     claimed_until = models.DateTimeField(_("claimed until"), null=True, blank=True)
+    # When the last sync the beat asked for began: a tick of another beat within three
+    # quarters of a period finds the period taken (rental.fleet.sync), however many beats.
+    period_started_at = models.DateTimeField(_("last periodic sync began"), null=True, blank=True)
     synced_at = models.DateTimeField(_("last good sync"), null=True, blank=True)
     sync_error = models.TextField(_("last sync error"), blank=True)
     sync_failed_at = models.DateTimeField(_("last sync failed at"), null=True, blank=True)

@@ -10,13 +10,10 @@ depends on stops, and ready again when it is back:
 Every wait is bounded by the settings given to the processes (periods of 1 s).
 """
 
-import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -27,6 +24,7 @@ from django.conf import settings
 from django.db import connection
 
 from portal.health import MISSED_PERIODS
+from tests.gates import Gate
 from tests.integration.test_chaos import Worker, wait_for
 from tests.servers import free_port
 
@@ -36,72 +34,6 @@ PERIOD = 1  # beat's heartbeat and the sync, in seconds
 CLAIM = 5  # PORTAL_SYNC_CLAIM_SECONDS of the worker (tests.integration.test_chaos.Worker)
 BROKER_TIMEOUT = 1
 CONNECT_TIMEOUT = 2
-
-
-class Gate:
-    """A TCP port in front of a server. Open, it forwards each connection; shut, it
-    refuses new ones and cuts those it carries."""
-
-    def __init__(self, target_port: int) -> None:
-        self.target = ("127.0.0.1", target_port)
-        self.port = free_port()
-        self.listener: socket.socket | None = None
-        self.carried: list[socket.socket] = []
-        self.lock = threading.Lock()
-
-    def open(self) -> None:
-        listener = socket.socket()
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", self.port))
-        listener.listen(64)
-        self.listener = listener
-        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
-
-    def shut(self) -> None:
-        assert self.listener is not None
-        with contextlib.suppress(OSError):
-            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() below
-        self.listener.close()
-        self.listener = None
-        with self.lock:
-            carried, self.carried = self.carried, []
-        for sock in carried:
-            _close(sock)
-
-    def _accept(self, listener: socket.socket) -> None:
-        while True:
-            try:
-                client, _address = listener.accept()
-            except OSError:
-                return
-            try:
-                server = socket.create_connection(self.target, timeout=5)
-            except OSError:
-                _close(client)
-                continue
-            server.settimeout(None)
-            with self.lock:
-                self.carried += [client, server]
-            for source, sink in ((client, server), (server, client)):
-                threading.Thread(target=_pump, args=(source, sink), daemon=True).start()
-
-
-def _close(sock: socket.socket) -> None:
-    with contextlib.suppress(OSError):
-        sock.shutdown(socket.SHUT_RDWR)
-    with contextlib.suppress(OSError):
-        sock.close()
-
-
-def _pump(source: socket.socket, sink: socket.socket) -> None:
-    try:
-        while data := source.recv(65536):
-            sink.sendall(data)
-    except OSError:
-        pass
-    finally:
-        _close(source)
-        _close(sink)
 
 
 class Web:

@@ -292,3 +292,41 @@ def test_the_alert_check_catches_a_metric_that_does_not_exist():
         "portal_queue_lenght",
         "django_x_total",
     ]
+
+
+# The opening of an aggregation that keeps one value of the series every web replica
+# reports alike: ``max without (instance) (`` or ``max by (pool) (``.
+ONE_OF_THE_REPLICAS = re.compile(r"max\s+(?:without\s*\(\s*instance\s*\)|by\s*\([^()]*\))\s*$")
+
+
+def counted_once(expr: str, at: int) -> bool:
+    """Whether the metric named at ``at`` of ``expr`` is inside a max across replicas."""
+    opened: list[int] = []
+    for place, char in enumerate(expr[:at]):
+        if char == "(":
+            opened.append(place)
+        elif char == ")" and opened:
+            opened.pop()
+    return any(ONE_OF_THE_REPLICAS.search(expr[:place]) for place in opened)
+
+
+def test_no_alert_counts_the_portals_own_metrics_once_per_web_replica():
+    """The portal's own metrics are read from the database, so every web replica reports
+    the same values, and Prometheus scraping each replica has every such series once per
+    replica. A rule takes one of them (the max across replicas) before it compares or
+    adds up, or two replicas would halve a threshold (a sum) or fire each alert twice."""
+    for rule in rules():
+        expr = rule["expr"]
+        for found in re.finditer(r"\bportal_[a-z0-9_]+", expr):
+            assert counted_once(expr, found.start()), (rule["alert"], found.group(0))
+
+
+def test_the_replica_check_can_fail():
+    def checked(expr: str) -> bool:
+        return counted_once(expr, expr.index("portal_x"))
+
+    assert not checked("sum by (pool) (increase(portal_x[1h])) > 1800")
+    assert not checked("portal_x > 3 * max without (instance) (portal_y)")
+    assert not checked("max without (instance) (portal_y) < portal_x")
+    assert checked("sum(max without (instance) (portal_x{status=~'open|stuck'})) > 0")
+    assert checked("max by (pool) (increase(portal_x[1h])) > 1800")

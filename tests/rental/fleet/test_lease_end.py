@@ -2,15 +2,22 @@
 extend), once per end; at the end second the instances are terminated and usage closes
 at that second."""
 
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 
+import psycopg
 import pytest
 from django.core import mail
+from django.db import connection
 
+from portal.models import AuditEvent
 from rental.fleet import instances, sync, termination
 from rental.loans import admission, expiry
 from rental.models import Instance, Reservation, TerminationReason, UsageRecord
 from tests.notices import told
+from tests.rental.fleet.conftest import in_thread
 
 pytestmark = pytest.mark.django_db
 Status = Reservation.Status
@@ -88,3 +95,83 @@ def test_it_ends_the_lease_at_its_end_second(f0c, running):
     lease = Reservation.objects.get(pk=running.pk)
     assert (lease.status, lease.end_reason) == (Status.ENDED, TerminationReason.LEASE_END)
     assert UsageRecord.objects.get().end == end
+
+
+# Two beats (one on each worker host, docs/operations.md "More than one machine") run the
+# lease check, and schedule the end task, twice. Each step below is held inside its
+# transaction, after its claim, while the other reads the same lease: only the claim
+# stands between them and a second warning or a second end.
+
+
+def lock_waiters() -> int:
+    """Backends of this database waiting for a lock (a fresh look, inside a transaction)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0]
+
+
+def wait_for_waiters(count: int) -> None:
+    deadline = time.monotonic() + 30
+    while lock_waiters() < count:
+        assert time.monotonic() < deadline, f"{count} steps never waited for a lock"
+        time.sleep(0.05)
+
+
+@contextmanager
+def writes_held(table: str) -> Iterator[Callable[[], None]]:
+    """Writes to ``table`` wait, from another connection's lock, until the function this
+    yields is called: a step that writes the table waits there, inside its transaction,
+    holding the rows it has claimed."""
+    db = connection.settings_dict
+    holder = psycopg.connect(
+        host=db["HOST"],
+        port=db["PORT"],
+        dbname=db["NAME"],
+        user=db["USER"],
+        password=db["PASSWORD"] or None,
+    )
+    try:
+        holder.execute(f"LOCK TABLE {table} IN EXCLUSIVE MODE")  # until its commit
+        yield holder.commit
+    finally:
+        holder.close()
+
+
+def race(table: str, step: Callable[[], object]) -> list[BaseException]:
+    """``step`` twice at once: the first holds what it claimed while it waits to write
+    ``table``; the second starts then and runs into the first's claim; the first may
+    write once both wait. Returns what they raised."""
+    with writes_held(table) as release, in_thread(step) as first:
+        wait_for_waiters(1)
+        with in_thread(step) as second:
+            wait_for_waiters(2)
+            release()
+    return [*first, *second]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_lease_checks_at_once_warn_once(f0c, running):
+    """The first check has claimed the warning and waits to write the notification; the
+    second read the lease before that claim committed."""
+    now = running.end - timedelta(minutes=10)
+    assert race("portal_notification", lambda: expiry.warn_ending_leases(now=now)) == []
+    assert len(warnings_of(f0c.alice)) == 1
+    assert AuditEvent.objects.filter(verb="lease.end_warned").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_end_tasks_at_the_end_second_end_the_lease_once(f0c, running):
+    """Each beat scheduled the lease's end task at its end second: the first has ended
+    the lease and waits to write its audit event; the second read the lease as active."""
+
+    def end_task() -> bool:
+        return expiry.end_lease_at_its_end(reservation_id=running.pk, now=running.end)
+
+    assert race("portal_auditevent", end_task) == []
+    assert AuditEvent.objects.filter(verb="lease.ended").count() == 1
+    usage = UsageRecord.objects.get()
+    assert (usage.end, usage.end_reason) == (running.end, TerminationReason.LEASE_END)

@@ -177,8 +177,8 @@ def test_it_fans_out_one_task_per_account_and_region(f0c, sent):
     pairs = sync.start_sync(now=T0)
     assert pairs == [(f0c.account.pk, "us-east-1"), (f0c.account.pk, "us-west-2")]
     assert [call for call in sent.calls() if call[0] == "sync_region_task"] == [
-        ("sync_region_task", f0c.account.pk, "us-east-1"),
-        ("sync_region_task", f0c.account.pk, "us-west-2"),
+        ("sync_region_task", f0c.account.pk, "us-east-1", T0.isoformat()),
+        ("sync_region_task", f0c.account.pk, "us-west-2", T0.isoformat()),
     ]
 
 
@@ -198,6 +198,43 @@ def test_it_runs_a_region_once_when_its_task_is_delivered_twice(f0c, cloud):
     assert sync.sync_account_region(account_id=f0c.account.pk, region="us-east-1", now=later) == 0
     assert cloud.count("DescribeInstances") == 1
     assert RegionSync.objects.get(pk=held.pk).claimed_until is None
+
+
+def test_a_region_is_synced_once_a_period_however_many_beats_ask(f0c, cloud, settings):
+    """Two beats (one on each worker host) each send the periodic sync every period: one
+    beat's tick syncs the region, the other's, less than three quarters of a period
+    later, finds the period taken. The tick's time counts, not the task's: a task the
+    queue held back does not make the next tick look early. A sync asked for after a
+    launch is not the schedule's and runs all the same."""
+    settings.CELERY_BEAT_SCHEDULE = {
+        **settings.CELERY_BEAT_SCHEDULE,
+        "sync-instances": {"task": "rental.tasks.sync_instances_task", "schedule": 30.0},
+    }
+    sync.sync_plan()
+    region = {"account_id": f0c.account.pk, "region": "us-east-1"}
+    cloud.clear_requests()
+
+    def beat(tick: float, *, run_at: float | None = None) -> int | None:
+        return sync.sync_account_region(
+            **region,
+            now=T0 + timedelta(seconds=tick if run_at is None else run_at),
+            tick=T0 + timedelta(seconds=tick),
+        )
+
+    # The first tick, run 20 s late by a busy queue.
+    assert beat(0, run_at=20) == 0
+    # The other beat's tick (its phase: 20 s later), and the same tick delivered twice.
+    assert beat(20) is None
+    assert beat(0, run_at=21) is None
+    assert cloud.count("DescribeInstances") == 1
+    # A sync after a launch is not the schedule's: it runs, and claims no period.
+    assert sync.sync_account_region(**region, now=T0 + timedelta(seconds=21)) == 0
+    # The first beat's next tick, 10 s after its late task: still its own period.
+    assert beat(30) == 0
+    assert beat(50) is None
+    assert cloud.count("DescribeInstances") == 3
+    row = RegionSync.objects.get(account=f0c.account, region="us-east-1")
+    assert row.period_started_at == T0 + timedelta(seconds=30)
 
 
 def test_it_keeps_a_failing_region_to_itself(f0c, cloud):
