@@ -23,6 +23,7 @@ import signal
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 PREFIX = "10.231"
 FIRST_HOST = 11  # the hosts are .11, .12, …; the gateway is .1
@@ -39,15 +40,28 @@ def unavailable() -> str:
         return "network namespaces need root (CI runs the suite as root)"
     if shutil.which("ip") is None:
         return "iproute2's ip command is missing (Debian package iproute2)"
+    if shutil.which("nsenter") is None:
+        return "util-linux's nsenter command is missing (Debian package util-linux)"
     return ""
 
 
-def ip(*args: str) -> str:
-    """Run ``ip`` with ``args``; its output, or NetnsError with what it said."""
-    done = subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
+def ip(*args: str, namespace: str = "") -> str:
+    """Run ``ip`` with ``args`` (in ``namespace`` if given); its output, or NetnsError
+    with what it said."""
+    command = in_namespace(namespace, ["ip", *args]) if namespace else ["ip", *args]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise NetnsError(f"ip {' '.join(args)}: {done.stderr.strip()}")
+        raise NetnsError(f"{' '.join(command)}: {done.stderr.strip()}")
     return done.stdout
+
+
+# Where ``ip netns add`` keeps a namespace, for nsenter to enter.
+NAMESPACES = Path("/run/netns")
+
+
+def in_namespace(namespace: str, args: list[str]) -> list[str]:
+    """``args`` run in the network namespace ``namespace`` (and nothing else changed)."""
+    return ["nsenter", f"--net={NAMESPACES / namespace}", "--", *args]
 
 
 @dataclass(frozen=True)
@@ -58,9 +72,11 @@ class Host:
     veth: str  # its cable's end in the root namespace, on the bridge
 
     def command(self, args: list[str]) -> list[str]:
-        """``args`` as a command that runs on this host (``ip netns exec`` execs it, so the
-        process's id is the command's own)."""
-        return ["ip", "netns", "exec", self.namespace, *args]
+        """``args`` as a command that runs on this host. nsenter enters only the network
+        namespace and execs it, so the process's id is the command's own; ``ip netns exec``
+        would also remount / and /sys, which a chroot (tools/fresh-machine-check)
+        refuses."""
+        return in_namespace(self.namespace, args)
 
 
 @dataclass(frozen=True)
@@ -116,9 +132,9 @@ def _plug(host: Host, bridge: str) -> None:
     ip("link", "add", host.veth, "type", "veth", "peer", "name", "eth0", "netns", host.namespace)
     ip("link", "set", host.veth, "master", bridge)
     ip("link", "set", host.veth, "up")
-    ip("-n", host.namespace, "addr", "add", f"{host.address}/24", "dev", "eth0")
-    ip("-n", host.namespace, "link", "set", "eth0", "up")
-    ip("-n", host.namespace, "link", "set", "lo", "up")
+    ip("addr", "add", f"{host.address}/24", "dev", "eth0", namespace=host.namespace)
+    ip("link", "set", "eth0", "up", namespace=host.namespace)
+    ip("link", "set", "lo", "up", namespace=host.namespace)
 
 
 def _remove(hosts: list[Host], bridge: str) -> None:
