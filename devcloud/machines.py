@@ -176,6 +176,9 @@ class Machines:
         self._clock = clock
         self._lock = threading.Lock()
         self._machines: dict[str, Machine] = {}
+        # Set by halt_all: a RunInstances or StartInstances answered while the cloud stops
+        # (a launch in flight when the demo is stopped) starts no agent that would outlive it.
+        self._closed = False
         self._hardware = catalog_hardware()
         shutil.rmtree(root, ignore_errors=True)  # the cloud starts empty, and so do they
         root.mkdir(parents=True, exist_ok=True)
@@ -225,6 +228,8 @@ class Machines:
         if hardware is None or plan is None:
             return False
         with self._lock:
+            if self._closed:
+                return False
             if instance_id in self._machines:
                 return True
             machine = self._prepare(instance_id, hardware, plan)
@@ -286,7 +291,7 @@ class Machines:
         """A stopped instance starts again: so does its agent (systemd would)."""
         with self._lock:
             machine = self._machines.get(instance_id)
-            if machine is not None:
+            if machine is not None and not self._closed:
                 machine.start()
 
     def running(self) -> list[str]:
@@ -295,8 +300,9 @@ class Machines:
             return sorted(i for i, machine in self._machines.items() if machine.running)
 
     def halt_all(self) -> None:
-        """Stop every agent. Idempotent."""
+        """Stop every agent, and start none after. Idempotent."""
         with self._lock:
+            self._closed = True
             machines = list(self._machines.values())
         for machine in machines:
             machine.stop()

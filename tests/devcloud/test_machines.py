@@ -55,6 +55,32 @@ def test_it_reads_the_agent_and_its_config_from_the_portals_user_data(settings):
     assert read_user_data("not base64 at all!") is None
 
 
+def test_no_agent_starts_once_every_agent_was_stopped(db, settings, tmp_path):
+    """A launch answered while the demo stops (after halt_all took its list) must not
+    leave an agent running past the demo."""
+    settings.PORTAL_AGENT_URL = "http://127.0.0.1:9"
+    f0 = factories.fixture_f0()
+    lease = admission.submit_reservation(
+        actor=f0.alice,
+        project=f0.alpha,
+        gpu_model=f0.model,
+        gpu_count=1,
+        duration_hours=1,
+        priority="experiment",
+        market="on_demand",
+    )
+    instance = lease.instances.get()
+    user_data = base64.b64encode(cloud_config(instance, ssh_keys=[]).encode()).decode()
+    machines = Machines(tmp_path / "machines")
+    machines.halt_all()
+    try:
+        booted = machines.boot("i-late", instance_type="g6.xlarge", user_data=user_data)
+        machines.resume("i-late")
+        assert (booted, machines.running()) == (False, [])
+    finally:
+        machines.halt_all()
+
+
 def test_a_training_run_rises_and_falls_and_a_notebook_goes_idle():
     training = {"id": "i-1", "workload": "training"}
     notebook = {"id": "i-2", "workload": "notebook"}
