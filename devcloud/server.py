@@ -51,6 +51,8 @@ from moto.moto_server.werkzeug_app import (
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from devcloud.describe import fast_describe_instances, without_instances
+from devcloud.query import access_key_id, signed_region
+from devcloud.query import origin as request_origin
 from devcloud.query import query_params as _params
 from devcloud.tokens import MISMATCH_CODE, MISMATCH_MESSAGE, ClientTokens, TokenMismatch
 
@@ -79,7 +81,6 @@ _STATUS_BY_CODE: dict[str, int] = {
     "Unavailable": 503,
     "ServiceUnavailable": 503,
 }
-_CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/")
 _AUTH_FAILURE_MESSAGE = "AWS was not able to validate the provided access credentials"
 
 
@@ -143,32 +144,6 @@ def ec2_error_body(code: str, message: str) -> bytes:
     ).encode()
 
 
-def _access_key_id(environ: Environ) -> str:
-    for source in (environ.get("HTTP_AUTHORIZATION", ""), environ.get("QUERY_STRING", "")):
-        match = _CREDENTIAL.search(source.replace("X-Amz-Credential=", "Credential="))
-        if match:
-            return match.group(1)
-    return ""
-
-
-_SCOPE_REGION = re.compile(r"Credential=[^/,\s]+/\d{8}/([a-z0-9-]+)/")
-
-
-def _region(environ: Environ) -> str:
-    """The region a SigV4-signed request is for (a fault may be limited to one)."""
-    match = _SCOPE_REGION.search(environ.get("HTTP_AUTHORIZATION", ""))
-    return match.group(1) if match else ""
-
-
-_FILTER_NAME = re.compile(r"Filter\.\d+\.Name")
-
-
-def _origin(environ: Environ, params: dict[str, str]) -> tuple[str, tuple[str, ...]]:
-    """Who sent a request (the client's address) and the filter names it carries."""
-    names = sorted(value for key, value in params.items() if _FILTER_NAME.fullmatch(key))
-    return environ.get("REMOTE_ADDR", ""), tuple(names)
-
-
 def _action(environ: Environ) -> str:
     """The EC2 Query ``Action`` of the request."""
     return _params(environ).get("Action", "")
@@ -198,9 +173,9 @@ class FaultInjector:
             return self._app(environ, start_response)
         params = _params(environ)
         action = params.get("Action", "")
-        key_id = _access_key_id(environ)
-        origin = _origin(environ, params)
-        params["X-Region"] = _region(environ)
+        key_id = access_key_id(environ)
+        origin = request_origin(environ, params)
+        params["X-Region"] = signed_region(environ)
         delay = self._take_delay(action)
         if delay is not None and delay.when == "before":
             self._hold(action, delay.seconds)  # an injected error is answered late too
