@@ -27,12 +27,9 @@ def wait_for(condition, what: str, timeout: float = 60) -> None:
         time.sleep(0.2)
 
 
-@pytest.mark.django_db
-def test_it_reads_the_agent_and_its_config_from_the_portals_user_data(settings):
-    settings.PORTAL_AGENT_URL = "http://portal.example"
-    f0 = factories.fixture_f0()
-    f0.image.frameworks = "JupyterLab 4, PyTorch 2.5"
-    f0.image.save()
+def user_data_of_a_lease(f0) -> tuple[Instance, str]:
+    """Alice's one-GPU lease in F0: its instance and the user-data the portal launches it
+    with (base64, as EC2 takes it)."""
     lease = admission.submit_reservation(
         actor=f0.alice,
         project=f0.alpha,
@@ -43,7 +40,16 @@ def test_it_reads_the_agent_and_its_config_from_the_portals_user_data(settings):
         market="on_demand",
     )
     instance = lease.instances.get()
-    user_data = base64.b64encode(cloud_config(instance, ssh_keys=[]).encode()).decode()
+    return instance, base64.b64encode(cloud_config(instance, ssh_keys=[]).encode()).decode()
+
+
+@pytest.mark.django_db
+def test_it_reads_the_agent_and_its_config_from_the_portals_user_data(settings):
+    settings.PORTAL_AGENT_URL = "http://portal.example"
+    f0 = factories.fixture_f0()
+    f0.image.frameworks = "JupyterLab 4, PyTorch 2.5"
+    f0.image.save()
+    instance, user_data = user_data_of_a_lease(f0)
 
     plan = read_user_data(user_data)
 
@@ -60,17 +66,7 @@ def test_no_agent_starts_once_every_agent_was_stopped(db, settings, tmp_path):
     leave an agent running past the demo."""
     settings.PORTAL_AGENT_URL = "http://127.0.0.1:9"
     f0 = factories.fixture_f0()
-    lease = admission.submit_reservation(
-        actor=f0.alice,
-        project=f0.alpha,
-        gpu_model=f0.model,
-        gpu_count=1,
-        duration_hours=1,
-        priority="experiment",
-        market="on_demand",
-    )
-    instance = lease.instances.get()
-    user_data = base64.b64encode(cloud_config(instance, ssh_keys=[]).encode()).decode()
+    _instance, user_data = user_data_of_a_lease(f0)
     machines = Machines(tmp_path / "machines")
     machines.halt_all()
     try:
