@@ -21,7 +21,7 @@ from billing.periods import period_end, period_start
 from billing.selectors import manual_lines
 from billing.statements import compute_period
 from portal import access, audit, notifications
-from portal.errors import InvalidInput, InvalidTransition, NotPermitted
+from portal.errors import Conflict, InvalidInput, InvalidTransition, NotPermitted
 from portal.models import FINANCE_GROUP, AuditEvent, Membership, Project
 from portal.phrases import Joined, Phrase
 from portal.text import COMMENT_LENGTH, plain_text
@@ -404,10 +404,19 @@ def _correct(
     _require_admin(actor)
     if kind not in ("adjustment", "credit"):
         raise InvalidInput(_("A correction is an adjustment or a credit."), field="kind")
+    if amount is None or not str(amount).strip():
+        # Optional beside an answer alone; needed with a kind: a rule over two fields.
+        raise Conflict(
+            _("Amount: give the correction's amount."), code="amount_required", field="amount"
+        )
     value = parse_amount(amount, label=_("Amount"))
     if kind == "credit":
         if value <= 0:
-            raise InvalidInput(_("A credit is a positive amount given back."), field="amount")
+            raise Conflict(
+                _("A credit is a positive amount given back."),
+                code="credit_not_positive",
+                field="amount",
+            )
         value = -value
     statement = _open_statement(project, now)
     line = StatementLine.objects.create(

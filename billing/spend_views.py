@@ -42,7 +42,7 @@ def budget_set(request: HttpRequest, slug: str) -> HttpResponse:
             )
         except DomainError as refused:
             put_on_form(form, refused)
-            status = refused.status
+            status = refused.page_status
         else:
             messages.success(request, _("Budget saved."))
             return redirect("rental:project", slug=project.slug)

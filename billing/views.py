@@ -243,7 +243,7 @@ def line_dispute(request: HttpRequest, pk: int) -> HttpResponse:
             )
         except DomainError as refused:
             put_on_form(form, refused)
-            status = refused.status
+            status = refused.page_status
         else:
             messages.success(request, _("Line disputed; an admin will answer."))
             return _back_to_statement(line.statement)
@@ -284,7 +284,7 @@ def dispute_answer(request: HttpRequest, pk: int) -> HttpResponse:
             )
         except DomainError as refused:
             put_on_form(form, refused)
-            status = refused.status
+            status = refused.page_status
         else:
             messages.success(request, _("Dispute answered."))
             return _back_to_statement(dispute.line.statement)

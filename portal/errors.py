@@ -46,6 +46,11 @@ class DomainError(Exception):
         self.figures = dict(figures or {})
 
     @property
+    def page_status(self) -> int:
+        """The status of a page that shows this refusal on its form."""
+        return self.status
+
+    @property
     def message(self) -> str:
         """The words in the active language."""
         return phrases.render(self.text)
@@ -71,6 +76,25 @@ class InvalidInput(DomainError):
 
     status = 400
     default_code = "invalid"
+
+
+class NotFound(DomainError):
+    """Something the request names by a value of the right shape (a username, say) that
+    does not exist or is not the caller's to see: 404, as for an id in the path."""
+
+    status = 404
+    default_code = "not_found"
+
+
+class Conflict(InvalidInput):
+    """A value refused on its field although it has the right shape: the portal's state or
+    a site rule refuses it (a name another row has, a time already past, a capacity below
+    what is committed, a key whose body is not a key). What a schema cannot say, so the
+    API answers 409, not 400; to a form it is a field's error like any other."""
+
+    status = 409
+    default_code = "conflict"
+    page_status = 400  # on a page, a field's error like any other
 
 
 class QuotaExceeded(DomainError):

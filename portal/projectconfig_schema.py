@@ -18,7 +18,7 @@ import yaml
 from django.contrib.auth import get_user_model
 from django.utils.translation import gettext as _
 
-from portal.errors import InvalidInput
+from portal.errors import Conflict
 from portal.models import Membership, Project
 from portal.nesting import MAX_DEPTH, too_deep
 
@@ -61,8 +61,11 @@ class Section(Protocol):
         ...
 
 
-def fail(path: str, message: str) -> InvalidInput:
-    return InvalidInput(f"{path}: {message}", code="invalid_config", field=path)
+def fail(path: str, message: str) -> Conflict:
+    """A document the configuration's rules refuse, naming the YAML path. The API takes
+    any text as a document (its schema cannot describe this one's), so the refusal is a
+    rule's, 409 ``invalid_config``, not a malformed request's 400."""
+    return Conflict(f"{path}: {message}", code="invalid_config", field=path)
 
 
 def mapping(value: Any, path: str, keys: tuple[str, ...], required: tuple[str, ...]) -> dict:

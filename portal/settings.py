@@ -422,7 +422,7 @@ REST_FRAMEWORK = {
         "portal.api.filters.FilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "portal.api.openapi.PortalAutoSchema",
     "EXCEPTION_HANDLER": "portal.api.errors.api_exception_handler",
     "DEFAULT_THROTTLE_CLASSES": [
         "portal.api.throttling.TokenRateThrottle",

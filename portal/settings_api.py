@@ -28,6 +28,8 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "portal.api.schema.add_error_responses",
+        # Query strings as strict as the filters behind them (portal/api/openapi.py).
+        "portal.api.openapi.describe_query_strings",
         # The agent's heartbeat is a plain view (speed); its operation is written here.
         "rental.api.heartbeat_schema.add_agent_heartbeat",
     ],

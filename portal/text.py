@@ -22,6 +22,30 @@ REASON_LENGTH = 1000  # why a project asks for a quota change
 
 BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 ALLOWED_CONTROLS = frozenset("\t\n\r")
+# Every character the rule refuses.
+REFUSED = frozenset(map(chr, [*range(32), *range(127, 160)])) - ALLOWED_CONTROLS | BIDI_CONTROLS
+
+
+def _class_body(chars: frozenset[str]) -> str:
+    """``chars`` as a regular expression's character class body, in ranges:
+    ``\\u0000-\\u0008\\u000b…`` (the same in Python's and in JavaScript's syntax)."""
+    runs: list[tuple[int, int]] = []
+    for code in sorted(map(ord, chars)):
+        if runs and runs[-1][1] == code - 1:
+            runs[-1] = (runs[-1][0], code)
+        else:
+            runs.append((code, code))
+    return "".join(
+        f"\\u{first:04x}" if first == last else f"\\u{first:04x}-\\u{last:04x}"
+        for first, last in runs
+    )
+
+
+# One character the rule takes, one that is also not a space, and a space it takes: for
+# the API's schema (portal.api.openapi) and the patterns of texts with a shape of their own.
+ALLOWED = f"[^{_class_body(REFUSED)}]"
+NOT_BLANK = f"[^\\s{_class_body(REFUSED)}]"
+SPACE = f"[^\\S{_class_body(REFUSED)}]"  # a space the rule takes (not U+001C …)
 
 
 def text_problem(value: str, *, max_length: int | None = None) -> str:

@@ -14,7 +14,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from portal import audit
-from portal.errors import InvalidInput, InvalidTransition
+from portal.errors import Conflict, InvalidInput, InvalidTransition
 from portal.models import ApiToken
 from portal.text import plain_text
 
@@ -43,13 +43,19 @@ def create_token(
     if not name:
         raise InvalidInput(_("Give the token a name of 1 to 80 characters."), field="name")
     if expires_at <= now:
-        raise InvalidInput(_("The expiry must be in the future."), field="expires_at")
+        raise Conflict(
+            _("The expiry must be in the future."), code="expiry_past", field="expires_at"
+        )
     if expires_at > now + timedelta(days=MAX_DAYS):
-        raise InvalidInput(
-            _("A token lasts at most %(days)s days.") % {"days": MAX_DAYS}, field="expires_at"
+        raise Conflict(
+            _("A token lasts at most %(days)s days.") % {"days": MAX_DAYS},
+            code="expiry_too_far",
+            field="expires_at",
         )
     if ApiToken.objects.filter(user=actor, name=name, revoked_at__isnull=True).exists():
-        raise InvalidInput(_("You already have a token with this name."), field="name")
+        raise Conflict(
+            _("You already have a token with this name."), code="name_taken", field="name"
+        )
     ApiToken.objects.filter(user=actor, name=name, revoked_at__isnull=False).delete()
     token = PREFIX + secrets.token_urlsafe(30)
     row = ApiToken.objects.create(

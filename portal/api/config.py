@@ -78,6 +78,8 @@ class ProjectConfigView(APIView):
     )
     def get(self, request: Request, slug: str) -> Response:
         project = access.get_project_or_404(request.user, slug)
+        if request.query_params.get("format") == "":  # content negotiation skips it
+            raise exceptions.ValidationError({"format": [_("Ask for format=yaml or format=json.")]})
         if request.accepted_renderer.format == "json":
             return Response(json.loads(json.dumps(projectconfig.document(project), default=str)))
         return Response(projectconfig.export_project(project))
@@ -95,9 +97,9 @@ class ProjectConfigView(APIView):
             raise NotPermitted(
                 _("Only a manager of the project or an admin applies its configuration.")
             )
-        text = request.data
-        if not isinstance(text, str):
-            raise exceptions.ParseError(_("Send the document as application/yaml text."))
+        # No body at all is an empty document (refused by its rules, 409); a body in any
+        # other media type never reaches here (415).
+        text = request.data if isinstance(request.data, str) else ""
         dry_run = _truthy(request.query_params.get("dry_run"))
         plan = projectconfig.plan(text, actor=request.user, project=project)
         if not dry_run:

@@ -2,7 +2,13 @@
 
 ``{"code": ..., "detail": ...}`` always; ``"errors": {field: [messages]}`` for every
 400 (``non_field_errors`` when no one field is at fault); ``"field"`` and ``"figures"``
-for a rule refusal (409) that came from one input and carries its numbers. Codes are
+for a rule refusal (409) that came from one input and carries its numbers, and
+``"field"`` for a 404 whose missing object the body named.
+
+Which status: 400 when the request does not fit the schema (a type, a length, a format,
+a range, a field missing); 404 when what it names does not exist or is not the caller's
+to see, in the path or in the body; 409 when it fits but a rule refuses it (its code
+names the rule). Codes are
 stable; messages are translated. A service out of reach (the database restarting) is
 a 503 ``unavailable`` with ``Retry-After``, never a server error.
 """
@@ -39,6 +45,24 @@ def _field_errors(detail: Any) -> dict[str, Any]:
     return {"non_field_errors": flat if isinstance(flat, list) else [flat]}
 
 
+def _codes(detail: Any) -> set[str]:
+    """The codes of every message in DRF's ErrorDetail tree."""
+    if isinstance(detail, dict):
+        return set().union(*(_codes(value) for value in detail.values()))
+    if isinstance(detail, list):
+        return set().union(*(_codes(value) for value in detail))
+    return {getattr(detail, "code", None) or "invalid"}
+
+
+def _missing(exc: exceptions.ValidationError) -> str | None:
+    """The field of a body whose only fault is that it names rows that do not exist (or
+    that the caller cannot see): a 404 naming the field, as for an object in the path;
+    the schema cannot say which ids exist. None when anything else is wrong too."""
+    if not isinstance(exc.detail, dict) or _codes(exc.detail) != {"does_not_exist"}:
+        return None
+    return next(iter(exc.detail))
+
+
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     headers: dict[str, str] = {}
     if unavailable(exc):
@@ -61,6 +85,14 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     if not isinstance(exc, exceptions.APIException):
         return None  # a bug: Django's 500 page, and the error is logged
     set_rollback()
+    if isinstance(exc, exceptions.ValidationError) and (field := _missing(exc)):
+        body = {
+            "code": "not_found",
+            "detail": _("The %(field)s given does not exist, or is not yours to see.")
+            % {"field": field},
+            "field": field,
+        }
+        return Response(body, status=404)
     if isinstance(exc, exceptions.ValidationError):
         body = {
             "code": "invalid",

@@ -20,6 +20,7 @@ from django.utils.translation import gettext_lazy as _
 from django_filters import fields as filter_fields
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import extend_schema_field
+from rest_framework.exceptions import ValidationError as DRFValidationError
 
 BIGGEST_ID = 2**63 - 1  # the largest a 64-bit id column holds
 
@@ -113,6 +114,36 @@ class PortalFilterSet(filters.FilterSet):
 
 
 class FilterBackend(filters.DjangoFilterBackend):
-    """django-filter's backend, making a view's ``filterset_fields`` a PortalFilterSet."""
+    """django-filter's backend, making a view's ``filterset_fields`` a PortalFilterSet.
+
+    A filter given with no value (``?start_before=``) is a 400 naming it: django-filter
+    would quietly not filter, where the schema says what the value must be (a time, an
+    id, a text of at least one character)."""
 
     filterset_base = PortalFilterSet
+
+    def get_filterset(self, request, queryset, view):
+        filterset = super().get_filterset(request, queryset, view)
+        if filterset is not None:
+            empty = [
+                name
+                for name in query_names(filterset)
+                if name in request.query_params and not request.query_params[name]
+            ]
+            if empty:
+                message = _("Give a value, or leave the parameter out.")
+                raise DRFValidationError({name: [message] for name in empty})
+        return filterset
+
+
+def query_names(filterset: filters.FilterSet) -> list[str]:
+    """The query parameters a filterset reads: a range filter's two (``start_after``,
+    ``start_before``), every other filter's own name."""
+    names = []
+    for name, field in filterset.form.fields.items():
+        widget = field.widget
+        if getattr(widget, "suffixes", None):
+            names.extend(widget.suffixed(name, suffix) for suffix in widget.suffixes)
+        else:
+            names.append(name)
+    return names

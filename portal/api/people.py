@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from portal import access, memberships
 from portal.api.filters import PortalFilterSet
 from portal.api.views import PortalViewSet
-from portal.errors import InvalidInput
+from portal.errors import NotFound
 from portal.models import Membership, Project
 
 SLUG = OpenApiParameter("slug", str, OpenApiParameter.PATH, description="The project's slug.")
@@ -76,7 +76,9 @@ class MemberAddSerializer(serializers.Serializer):
 
 
 class MemberRoleSerializer(serializers.Serializer):
-    role = serializers.ChoiceField(choices=Membership.Role.choices)
+    role = serializers.ChoiceField(
+        choices=Membership.Role.choices, required=False, help_text="Absent: no change."
+    )
 
 
 class MemberFilter(PortalFilterSet):
@@ -127,8 +129,8 @@ class MemberViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalView
         project = self._managed()
         data = self.validated(MemberAddSerializer, request)
         user = get_user_model().objects.filter(username=data["username"], is_active=True).first()
-        if user is None:
-            raise InvalidInput(_("No active user has this username."), field="username")
+        if user is None:  # named in the body, as an id may be: 404 (portal.api.errors)
+            raise NotFound(_("No active user has this username."), field="username")
         existed = Membership.objects.filter(project=project, user=user).exists()
         membership = memberships.set_membership(
             actor=request.user, project=project, user=user, role=data["role"], source="api"
@@ -139,6 +141,8 @@ class MemberViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalView
         project = self._managed()
         membership = self.get_object()
         data = self.validated(MemberRoleSerializer, request)
+        if "role" not in data:
+            return self.answer(membership)
         membership = memberships.set_membership(
             actor=request.user,
             project=project,

@@ -14,7 +14,7 @@ from typing import Any
 from django.core.validators import RegexValidator
 from django.db.models import QuerySet
 from django.utils.translation import gettext_lazy as _
-from drf_spectacular.utils import extend_schema, extend_schema_view
+from drf_spectacular.utils import extend_schema, extend_schema_field, extend_schema_view
 from rest_framework import mixins, serializers
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -24,15 +24,37 @@ from rest_framework.routers import BaseRouter
 from portal import access
 from portal.api.filters import PortalFilterSet
 from portal.api.views import PortalViewSet
+from portal.errors import Conflict
 from rental.catalog import accounts
 from rental.models import ProviderAccount
 from rental.providers.registry import DRIVER_CHOICES
 
 CREDENTIAL_FIELDS = ("access_key_id", "secret_access_key", "session_token")
 REGION_NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+# An endpoint an SDK can reach: http(s), a host name or IPv4 address (labels of 1 to 63
+# letters, digits and inner hyphens), a port up to 65535, a path (RFC 3986); or
+# empty, for the provider's own. The schema gives this pattern, so it is the whole check.
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_PORT = r"(?:[0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
+_PATH = r"(?:[A-Za-z0-9._~!$&'()*+,;=:@/-]|%[0-9A-Fa-f]{2})*"  # RFC 3986's path characters
+ENDPOINT_URL = rf"^(?:https?://{_LABEL}(?:\.{_LABEL})*(?::{_PORT})?(?:/{_PATH})?)?$"
+
+
+@extend_schema_field({"type": "string", "pattern": ENDPOINT_URL, "maxLength": 200})
+class EndpointUrlField(serializers.RegexField):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(
+            ENDPOINT_URL,
+            error_messages={"invalid": _("Give an http:// or https:// address, or nothing.")},
+            **kwargs,
+        )
 
 
 class ProviderAccountSerializer(serializers.ModelSerializer):
+    # Plain text in answers: an admin's form may have stored any address Django takes.
+    endpoint_url = serializers.CharField(
+        read_only=True, help_text="Any EC2-compatible endpoint; empty: the provider's own."
+    )
     credentials_set = serializers.BooleanField(
         source="has_credentials", read_only=True, help_text="Credentials are write-only"
     )
@@ -69,11 +91,22 @@ def _write_only(max_length: int, help_text: str) -> serializers.CharField:
     )
 
 
+@extend_schema_field(
+    {"type": "string", "pattern": r"^[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*$", "maxLength": 32}
+)
 class RegionField(serializers.CharField):
-    """A region name, in lower case as the admin's form stores it."""
+    """A region name, in lower case as the admin's form stores it (``REGION_NAME`` once
+    lowered; any case is taken)."""
 
     def to_internal_value(self, data: Any) -> str:
         return super().to_internal_value(data).lower()
+
+
+def _regions(**kwargs: Any) -> serializers.ListField:
+    check = RegexValidator(REGION_NAME, _("Not a region name. Use names like us-east-1."))
+    return serializers.ListField(
+        child=RegionField(max_length=32, validators=[check]), min_length=1, max_length=50, **kwargs
+    )
 
 
 class ProviderAccountWriteSerializer(serializers.Serializer):
@@ -81,18 +114,8 @@ class ProviderAccountWriteSerializer(serializers.Serializer):
 
     name = serializers.CharField(max_length=80, required=False)
     driver = serializers.ChoiceField(choices=DRIVER_CHOICES, required=False)
-    regions = serializers.ListField(
-        child=RegionField(
-            max_length=32,
-            validators=[
-                RegexValidator(REGION_NAME, _("Not a region name. Use names like us-east-1."))
-            ],
-        ),
-        min_length=1,
-        max_length=50,
-        required=False,
-    )
-    endpoint_url = serializers.URLField(max_length=200, allow_blank=True, required=False)
+    regions = _regions(required=False)
+    endpoint_url = EndpointUrlField(max_length=200, allow_blank=True, required=False)
     is_active = serializers.BooleanField(required=False)
     access_key_id = _write_only(128, "Write-only.")
     secret_access_key = _write_only(256, "Write-only. Required with a new access key ID.")
@@ -104,11 +127,21 @@ class ProviderAccountWriteSerializer(serializers.Serializer):
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
         key, secret = data.get("access_key_id", ""), data.get("secret_access_key", "")
         if (key or secret or data.get("session_token")) and not (key and secret):
-            field = "secret_access_key" if key else "access_key_id"
-            raise serializers.ValidationError(
-                {field: _("Send the access key ID and its secret together.")}
+            # A rule over two fields, which the schema does not say: 409.
+            raise Conflict(
+                _("Send the access key ID and its secret together."),
+                code="credentials_incomplete",
+                field="secret_access_key" if key else "access_key_id",
             )
         return data
+
+
+class ProviderAccountCreateSerializer(ProviderAccountWriteSerializer):
+    """A new account: its name, driver and regions are required."""
+
+    name = serializers.CharField(max_length=80)
+    driver = serializers.ChoiceField(choices=DRIVER_CHOICES)
+    regions = _regions()
 
 
 class ProviderAccountFilter(PortalFilterSet):
@@ -146,11 +179,11 @@ class ProviderAccountViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, P
     @extend_schema(
         summary="Add a provider account; credentials are stored encrypted, never shown",
         tags=["provider-accounts"],
-        request=ProviderAccountWriteSerializer,
+        request=ProviderAccountCreateSerializer,
         responses={201: ProviderAccountSerializer},
     )
     def create(self, request: Request) -> Response:
-        changes, credentials = _split(self.validated(ProviderAccountWriteSerializer, request))
+        changes, credentials = _split(self.validated(ProviderAccountCreateSerializer, request))
         account = accounts.save_account(
             actor=request.user, changes=changes, credentials=credentials, source="api"
         )

@@ -42,9 +42,17 @@ class SshKeySerializer(serializers.ModelSerializer):
         return self._checked(key)[1]
 
 
+@extend_schema_field(
+    {"type": "string", "pattern": keys.KEY_PATTERN, "maxLength": keys.MAX_KEY_LENGTH}
+)
+class PublicKeyField(serializers.CharField):
+    """An OpenSSH public key's text; its shape is in the schema, its body is checked by
+    ``keys.check_public_key`` (a body that is not a key: 409 malformed_key)."""
+
+
 class SshKeyCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=60)
-    public_key = serializers.CharField(max_length=keys.MAX_KEY_LENGTH)
+    public_key = PublicKeyField(max_length=keys.MAX_KEY_LENGTH)
 
 
 @extend_schema_view(

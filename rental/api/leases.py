@@ -222,7 +222,8 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewS
     @extend_schema(
         summary="Move or resize a booking that has not started (R2, R3)",
         description="The new window is admitted by R2 without counting the booking's own "
-        "window; a refusal (409 reservation_conflict with its figures) leaves it unchanged.",
+        "window; a refusal (409 reservation_conflict with its figures) leaves it unchanged. "
+        "An empty body changes nothing and answers the booking as it is.",
         request=RescheduleSerializer,
         responses=_lease_answer("The booking, moved or resized."),
         tags=TAGS,
@@ -231,6 +232,8 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewS
     def reschedule(self, request: Request, pk: str | None = None) -> Response:
         lease = self._lease_for_member()
         data = self.validated(RescheduleSerializer, request)
+        if not data:  # nothing to change: the booking as it is
+            return self._fresh(lease)
         start = data.get("start")
         end = None
         if "duration_hours" in data:

@@ -9,6 +9,7 @@ and managers (L) or admins (G) approve or reject it (``quota_requests``). A proj
 caller cannot see is 404.
 """
 
+from decimal import Decimal
 from typing import Any
 
 from django.db.models import QuerySet
@@ -24,7 +25,7 @@ from rest_framework.routers import BaseRouter
 from portal import access
 from portal.api.filters import PortalFilterSet
 from portal.api.views import PortalViewSet
-from portal.errors import InvalidInput, NotPermitted
+from portal.errors import NotFound, NotPermitted
 from rental.loans import quota_requests, quotas
 from rental.models import GpuModel, Quota, QuotaRequest
 
@@ -62,7 +63,7 @@ class QuotaChangeSerializer(serializers.Serializer):
     guaranteed = serializers.IntegerField(min_value=0, max_value=MAX_GPUS, required=False)
     ceiling = serializers.IntegerField(min_value=0, max_value=MAX_GPUS, required=False)
     weight = serializers.DecimalField(
-        max_digits=8, decimal_places=3, min_value=0, max_value=99999, required=False
+        max_digits=8, decimal_places=3, min_value=Decimal("0.001"), required=False
     )
     max_hours_per_lease = serializers.IntegerField(
         min_value=0, max_value=MAX_HOURS, allow_null=True, required=False
@@ -108,7 +109,7 @@ class QuotaFilter(PortalFilterSet):
 def _gpu_model(pk: int) -> GpuModel:
     found = GpuModel.objects.filter(pk=pk).first()
     if found is None:
-        raise InvalidInput(_("No such GPU model."), field="gpu_model")
+        raise NotFound(_("No such GPU model."), field="gpu_model")
     return found
 
 
@@ -325,7 +326,7 @@ class QuotaRequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Port
             .first()
         )
         if quota is None:
-            raise InvalidInput(_("Choose one of the project's GPU models."), field="gpu_model")
+            raise NotFound(_("Choose one of the project's GPU models."), field="gpu_model")
         asked = quota_requests.request_quota_change(
             actor=request.user,
             project=project,

@@ -4,7 +4,6 @@ lengths, choices, objects the caller may name). The rules are the services'."""
 from decimal import Decimal
 from typing import Any
 
-from django.utils.translation import gettext_lazy as _
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -262,7 +261,9 @@ class NewLeaseSerializer(serializers.Serializer):
     project = VisibleProjectField(slug_field="slug", queryset=Project.objects.all())
     gpu_model = serializers.PrimaryKeyRelatedField(queryset=GpuModel.objects.all())
     gpu_count = serializers.IntegerField(min_value=1, max_value=MAX_GPUS)
-    duration_hours = serializers.DecimalField(max_digits=8, decimal_places=2)
+    duration_hours = serializers.DecimalField(
+        max_digits=8, decimal_places=2, min_value=Decimal("0.01")
+    )
     start = serializers.DateTimeField(
         required=False,
         allow_null=True,
@@ -312,14 +313,15 @@ class CommentSerializer(serializers.Serializer):
 
 
 class RejectSerializer(serializers.Serializer):
-    comment = serializers.CharField(
-        max_length=MAX_COMMENT, allow_blank=True, help_text="Why it is rejected (required)."
-    )
+    comment = serializers.CharField(max_length=MAX_COMMENT, help_text="Why it is rejected.")
 
 
 class ExtendSerializer(serializers.Serializer):
     hours = serializers.DecimalField(
-        max_digits=8, decimal_places=2, help_text="Hours added to the lease's end."
+        max_digits=8,
+        decimal_places=2,
+        min_value=Decimal("0.01"),
+        help_text="Hours added to the lease's end.",
     )
 
 
@@ -337,13 +339,6 @@ class RescheduleSerializer(serializers.Serializer):
     gpu_count = serializers.IntegerField(
         min_value=1, max_value=MAX_GPUS, required=False, help_text="Absent: the same GPUs."
     )
-
-    def validate(self, data: dict) -> dict:
-        if not data:
-            raise serializers.ValidationError(
-                _("Give a new start, duration or GPU count."), code="required"
-            )
-        return data
 
 
 class ExtensionDecisionSerializer(serializers.Serializer):

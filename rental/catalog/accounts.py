@@ -8,7 +8,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from portal import access, audit
-from portal.errors import InvalidInput, InvalidTransition, NotPermitted
+from portal.errors import Conflict, InvalidInput, InvalidTransition, NotPermitted
 from portal.text import plain_text, text_problem
 from rental.models import ProviderAccount
 from rental.providers.base import ProviderError
@@ -149,8 +149,10 @@ def _save_fields(
         account = ProviderAccount.objects.select_for_update().get(pk=account.pk)
     name = changes.get("name", account.name)
     if ProviderAccount.objects.filter(name=name).exclude(pk=account.pk).exists():
-        raise InvalidInput(
-            _("Another provider account is named %(name)s.") % {"name": name}, field="name"
+        raise Conflict(
+            _("Another provider account is named %(name)s.") % {"name": name},
+            code="name_taken",
+            field="name",
         )
     before = {field: getattr(account, field) for field in changes} if not creating else {}
     changed = [f for f in changes if creating or getattr(account, f) != changes[f]]
@@ -163,8 +165,10 @@ def _save_fields(
         with transaction.atomic():
             account.save()
     except IntegrityError:  # the same name saved at the same moment
-        raise InvalidInput(
-            _("Another provider account is named %(name)s.") % {"name": name}, field="name"
+        raise Conflict(
+            _("Another provider account is named %(name)s.") % {"name": name},
+            code="name_taken",
+            field="name",
         ) from None
     if creating or changed:
         audit.record(

@@ -8,13 +8,21 @@ from django.db import IntegrityError, transaction
 from django.utils.translation import gettext as _
 
 from portal import audit
-from portal.errors import InvalidInput, NotPermitted
-from portal.text import plain_text
+from portal.errors import Conflict, InvalidInput, NotPermitted
+from portal.text import ALLOWED, SPACE, plain_text
 from rental.models import SshKey
 from rental.models.leases import SSH_KEY_TYPES
 
 MIN_RSA_BITS = 2048
 MAX_KEY_LENGTH = 16_384
+# A public key's shape: a known type, base64 (whole groups of four), an optional comment.
+KEY_PATTERN = (
+    f"^{SPACE}*(?:"
+    + "|".join(kind.replace(".", r"\.") for kind in SSH_KEY_TYPES)
+    + f"){SPACE}+"
+    + r"(?:[A-Za-z0-9+/]{4})+(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"
+    + f"(?:{SPACE}{ALLOWED}*)?$"
+)
 KEY_NAME_LENGTH = SshKey._meta.get_field("name").max_length
 
 
@@ -33,8 +41,10 @@ def _fields(blob: bytes) -> list[bytes]:
 
 
 def check_public_key(value: str) -> tuple[str, int | None]:
-    """The key's type and, for RSA, its size in bits; InvalidInput with the reason for a key
-    that is not an OpenSSH public key or is too weak."""
+    """The key's type and, for RSA, its size in bits. A text that is not shaped as an
+    OpenSSH public key (``KEY_PATTERN``, which the API's schema gives) is InvalidInput;
+    one so shaped whose body is not a key of its type, or is too weak, is a Conflict
+    (``malformed_key``, ``weak_key``): only decoding it tells."""
     text = " ".join(value.split())
     if len(text) > MAX_KEY_LENGTH:
         raise InvalidInput(_("That is too long for a public key."), field="public_key")
@@ -52,23 +62,28 @@ def check_public_key(value: str) -> tuple[str, int | None]:
     try:
         fields = _fields(base64.b64decode(parts[1], validate=True))
     except (binascii.Error, ValueError):
-        raise InvalidInput(_("The key's base64 part is not valid."), field="public_key") from None
+        raise _malformed(_("The key's base64 part is not valid.")) from None
     if not fields or fields[0] != parts[0].encode():
-        raise InvalidInput(_("The key's body does not match its type."), field="public_key")
+        raise _malformed(_("The key's body does not match its type."))
     bits = None
     if parts[0] == "ssh-rsa":
         if len(fields) != 3:
-            raise InvalidInput(_("The RSA key is malformed."), field="public_key")
+            raise _malformed(_("The RSA key is malformed."))
         bits = int.from_bytes(fields[2], "big").bit_length()
         if bits < MIN_RSA_BITS:
-            raise InvalidInput(
+            raise Conflict(
                 _("RSA keys must have at least %(min)s bits; this one has %(bits)s.")
                 % {"min": MIN_RSA_BITS, "bits": bits},
+                code="weak_key",
                 field="public_key",
             )
     elif parts[0] == "ssh-ed25519" and (len(fields) != 2 or len(fields[1]) != 32):
-        raise InvalidInput(_("The Ed25519 key is malformed."), field="public_key")
+        raise _malformed(_("The Ed25519 key is malformed."))
     return parts[0], bits
+
+
+def _malformed(message: str) -> Conflict:
+    return Conflict(message, code="malformed_key", field="public_key")
 
 
 @transaction.atomic
@@ -79,12 +94,14 @@ def add_ssh_key(*, actor, name: str, public_key: str, source: str = "web") -> Ss
     check_public_key(public_key)
     normalized = " ".join(public_key.split())
     if SshKey.objects.filter(user=actor, public_key=normalized).exists():
-        raise InvalidInput(_("You have added this key already."), field="public_key")
+        raise Conflict(_("You have added this key already."), code="key_taken", field="public_key")
     try:
         with transaction.atomic():
             key = SshKey.objects.create(user=actor, name=name[:60], public_key=normalized)
     except IntegrityError:
-        raise InvalidInput(_("You already have a key with this name."), field="name") from None
+        raise Conflict(
+            _("You already have a key with this name."), code="name_taken", field="name"
+        ) from None
     audit.record(
         actor=actor, verb="ssh_key.added", obj=key, source=source, after={"name": key.name}
     )

@@ -17,7 +17,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from portal import access, audit
-from portal.errors import InvalidInput, InvalidTransition, NotPermitted
+from portal.errors import Conflict, InvalidInput, InvalidTransition, NotPermitted
 from portal.text import plain_text
 from rental import jobs, selectors
 from rental.catalog import storage
@@ -90,9 +90,11 @@ def parse_size(value: object) -> int:
     except (TypeError, ValueError):
         raise InvalidInput(_("Enter the size as a whole number of GB."), field="size_gb") from None
     maximum = settings.PORTAL_VOLUME_MAX_GB
-    if not 1 <= size <= maximum:
-        raise InvalidInput(
-            _("A data volume is 1 to %(max)s GB.") % {"max": maximum}, field="size_gb"
+    if not 1 <= size <= maximum:  # the site's setting: a rule, not the field's shape
+        raise Conflict(
+            _("A data volume is 1 to %(max)s GB.") % {"max": maximum},
+            code="over_max_size",
+            field="size_gb",
         )
     return size
 
@@ -117,7 +119,7 @@ def create_volume(
     size = parse_size(size_gb)
     choices = [z for z in volume_zones() if z.zone == zone]
     if not choices:
-        raise InvalidInput(
+        raise Conflict(
             _("Pick a zone where an instance type is offered."), field="zone", code="bad_zone"
         )
     place = min(choices, key=lambda z: (z.rate_per_gb_month, z.account_id))
@@ -125,9 +127,10 @@ def create_volume(
         DataVolume.objects.select_for_update().filter(project=project).exclude(state=VState.DELETED)
     )
     if live.filter(name=name).exists():
-        raise InvalidInput(
+        raise Conflict(
             _("%(project)s already has a volume named %(name)s.")
             % {"project": project, "name": name},
+            code="name_taken",
             field="name",
         )
     volume = DataVolume.objects.create(
@@ -245,9 +248,9 @@ def check_volume(
     form's estimate asks it as it is; ``lease_request.submit_with_volume`` asks it under
     the lock."""
     if volume.project_id != project.pk:
-        raise InvalidInput(_("This volume belongs to another project."), field="data_volume")
+        raise Conflict(_("This volume belongs to another project."), field="data_volume")
     if volume.state != VState.AVAILABLE or volume.attached_instance_id is not None:
-        raise InvalidInput(
+        raise Conflict(
             _("The volume %(name)s is %(state)s, not available.")
             % {"name": volume.name, "state": volume.get_state_display().lower()},
             field="data_volume",
@@ -255,7 +258,7 @@ def check_volume(
         )
     holder = busy_lease(volume)
     if holder is not None:
-        raise InvalidInput(
+        raise Conflict(
             _("The volume %(name)s is already used by lease #%(id)s.")
             % {"name": volume.name, "id": holder.pk},
             field="data_volume",
@@ -263,14 +266,14 @@ def check_volume(
         )
     candidates = offerings_near(volume, gpu_model=gpu_model, gpu_count=gpu_count, market=market)
     if offering is not None and offering.pk not in {o.pk for o in candidates}:
-        raise InvalidInput(
+        raise Conflict(
             _("%(type)s does not run in the volume's zone %(zone)s as one instance.")
             % {"type": offering.instance_type, "zone": volume.zone},
             field="offering",
             code="volume_zone",
         )
     if not candidates:
-        raise InvalidInput(
+        raise Conflict(
             _(
                 "No instance type carries %(n)s GPUs in one instance in %(zone)s, "
                 "the zone of %(name)s."

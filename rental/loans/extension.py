@@ -10,7 +10,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from portal import access, approvals, audit
-from portal.errors import InvalidInput, InvalidTransition, NotPermitted
+from portal.errors import Conflict, InvalidTransition, NotPermitted
 from portal.text import COMMENT_LENGTH, plain_text
 from rental import selectors
 from rental.loans import messages
@@ -61,7 +61,7 @@ def extend_reservation(
         max_auto_hours=quota.max_hours_per_lease if quota else None,
     )
     if verdict.outcome == "too_long":
-        raise InvalidInput(
+        raise Conflict(
             _("A lease may last at most %(max)s hours; this would make it %(total).1f.")
             % {"max": settings.PORTAL_MAX_LEASE_HOURS, "total": verdict.total_hours},
             code="over_max_lease",

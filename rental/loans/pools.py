@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from portal import access, audit
-from portal.errors import InvalidInput, InvalidTransition, NotPermitted
+from portal.errors import Conflict, InvalidInput, InvalidTransition, NotPermitted
 from portal.numbers import decimal_number, whole_number
 from portal.text import plain_text
 from rental import jobs
@@ -93,20 +93,20 @@ def check_settings(pool: Pool, *, guaranteed: int, **asked: Any) -> dict[str, An
     capacity, committed = values["capacity"], values["committed_gpus"]
     if committed > capacity:
         if "committed_gpus" in asked and committed != pool.committed_gpus:
-            raise InvalidInput(
+            raise Conflict(
                 _("The committed GPUs K (%(k)s) cannot be more than the capacity C (%(c)s).")
                 % {"k": committed, "c": capacity},
                 code="committed_over_capacity",
                 field="committed_gpus",
             )
-        raise InvalidInput(
+        raise Conflict(
             _("The capacity must be a whole number of at least the committed GPUs (%(k)s).")
             % {"k": committed},
             code="committed_over_capacity",
             field="capacity",
         )
     if committed != pool.committed_gpus and 0 < committed < guaranteed:
-        raise InvalidInput(
+        raise Conflict(
             _(
                 "Guarantees total %(g)s GPUs: the committed GPUs K must be 0 or at least "
                 "%(g)s, so that every guarantee is prepaid (rule Q1)."
@@ -189,7 +189,9 @@ def mark_degraded(
         reason, field="reason", max_length=DEGRADED_REASON_LENGTH, label=_("Reason")
     )
     if not reason:
-        raise InvalidInput(_("Say why the pool is degraded."), field="reason")
+        # Marking and clearing share a form and an endpoint: the reason the mark needs is
+        # a rule over two inputs, not one field's.
+        raise Conflict(_("Say why the pool is degraded."), code="reason_required", field="reason")
     pool = lock_pool(gpu_model)
     if reason == pool.degraded_reason:
         return pool

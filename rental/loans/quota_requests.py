@@ -11,7 +11,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from portal import access, approvals, audit
-from portal.errors import InvalidInput, InvalidTransition, NotPermitted
+from portal.errors import Conflict, InvalidInput, InvalidTransition, NotPermitted
 from portal.models import Project
 from portal.numbers import whole_number
 from portal.text import COMMENT_LENGTH, REASON_LENGTH, plain_text
@@ -62,7 +62,11 @@ def request_quota_change(
     g = _count(guaranteed, "guaranteed", _("New guarantee G"))
     ceiling_value = _count(ceiling, "ceiling", _("New ceiling L"))
     if g is None and ceiling_value is None:
-        raise InvalidInput(_("Ask for a new guarantee, a new ceiling, or both."), field="ceiling")
+        raise Conflict(
+            _("Ask for a new guarantee, a new ceiling, or both."),
+            code="nothing_asked",
+            field="ceiling",
+        )
     reason = plain_text(reason, field="reason", max_length=REASON_LENGTH, label=_("Reason"))
     if not reason:
         raise InvalidInput(_("Say why the project needs the change."), field="reason")
@@ -114,7 +118,11 @@ def decide_quota_request(
         raise InvalidTransition(_("This request is already decided."))
     comment = plain_text(comment, field="comment", max_length=COMMENT_LENGTH, label=_("Comment"))
     if not approve and not comment:
-        raise InvalidInput(_("Say why the request is rejected."), field="comment")
+        # One form and one endpoint both approve and reject: the comment it needs to
+        # reject is a rule over two inputs, not one field's.
+        raise Conflict(
+            _("Say why the request is rejected."), code="comment_required", field="comment"
+        )
     self_approved = approve and approvals.self_approval(
         actor, requester_id=request.requested_by_id, project=request.project_id
     )
@@ -186,13 +194,15 @@ def set_auto_approve_limits(
     )
     if not access.is_admin(actor):
         if gpus is None or gpus > gpu_cap:
-            raise InvalidInput(
+            raise Conflict(
                 _("At most %(cap)s GPUs, as the admin allows.") % {"cap": gpu_cap},
+                code="over_admin_cap",
                 field="max_gpus_per_lease",
             )
         if hours is None or hours > hour_cap:
-            raise InvalidInput(
+            raise Conflict(
                 _("At most %(cap)s hours, as the admin allows.") % {"cap": hour_cap},
+                code="over_admin_cap",
                 field="max_hours_per_lease",
             )
     before = {"max_gpus": quota.max_gpus_per_lease, "max_hours": quota.max_hours_per_lease}
@@ -231,13 +241,13 @@ def set_auto_approve_caps(
     gpus = _count(gpus_cap, "auto_approve_gpus_cap")
     hours = _count(hours_cap, "auto_approve_hours_cap")
     if gpus is not None and gpus > quota.ceiling:
-        raise InvalidInput(
+        raise Conflict(
             _("At most %(ceiling)s GPUs: the quota's ceiling L.") % {"ceiling": quota.ceiling},
             code="cap_over_ceiling",
             field="auto_approve_gpus_cap",
         )
     if hours is not None and hours > settings.PORTAL_MAX_LEASE_HOURS:
-        raise InvalidInput(
+        raise Conflict(
             _("At most %(max)s hours: the site's maximum lease.")
             % {"max": settings.PORTAL_MAX_LEASE_HOURS},
             code="cap_over_max_lease",

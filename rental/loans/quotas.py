@@ -7,7 +7,7 @@ from django.db.models import Sum
 from django.utils.translation import gettext as _
 
 from portal import access, audit
-from portal.errors import InvalidInput, NotPermitted
+from portal.errors import Conflict, InvalidInput, NotPermitted
 from portal.models import Project
 from rental.models import GpuModel, Pool, Quota
 
@@ -15,11 +15,11 @@ from rental.models import GpuModel, Pool, Quota
 def check_quota(
     *, pool: Pool, project: Project | int, guaranteed: int, ceiling: int, weight: Decimal
 ) -> None:
-    """Raise InvalidInput naming the field when a quota would break Q1."""
+    """Raise InvalidInput or Conflict naming the field when a quota would break Q1."""
     if guaranteed < 0:
         raise InvalidInput(_("The guarantee cannot be negative."), field="guaranteed")
     if ceiling < guaranteed:
-        raise InvalidInput(
+        raise Conflict(
             _("The ceiling L (%(l)s) must be at least the guarantee G (%(g)s).")
             % {"l": ceiling, "g": guaranteed},
             code="ceiling_below_guarantee",
@@ -36,7 +36,7 @@ def check_quota(
     bound = pool.guarantee_bound
     if others + guaranteed > bound:
         what = _("committed GPUs K") if pool.committed_gpus else _("capacity C")
-        raise InvalidInput(
+        raise Conflict(
             _(
                 "Guarantees would total %(total)s GPUs, more than the pool's %(what)s "
                 "(%(bound)s). At most %(left)s can be guaranteed here."
@@ -76,8 +76,10 @@ def set_quota(
     try:
         pool = Pool.objects.select_for_update().get(gpu_model=gpu_model)
     except Pool.DoesNotExist:
-        raise InvalidInput(
-            _("No pool is configured for %(model)s.") % {"model": gpu_model}, field="gpu_model"
+        raise Conflict(
+            _("No pool is configured for %(model)s.") % {"model": gpu_model},
+            code="no_pool",
+            field="gpu_model",
         ) from None
     check_quota(pool=pool, project=project, guaranteed=guaranteed, ceiling=ceiling, weight=weight)
     quota = Quota.objects.filter(project=project, gpu_model=gpu_model).first()

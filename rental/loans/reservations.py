@@ -19,7 +19,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
 from portal import access, audit
-from portal.errors import InvalidInput, InvalidTransition, NotPermitted, QuotaExceeded
+from portal.errors import Conflict, InvalidInput, InvalidTransition, NotPermitted, QuotaExceeded
 from portal.models import Project
 from portal.phrases import Phrase
 from rental import jobs, selectors
@@ -66,11 +66,11 @@ def validate_window(*, start: datetime, end: datetime, market: str, now: datetim
 def validate_dates(*, start: datetime, end: datetime, now: datetime) -> None:
     """R1 for the dates: the start is not past, the end after it, within the maximum."""
     if start < now:
-        raise InvalidInput(_("The start is in the past."), code="start_in_past", field="start")
+        raise Conflict(_("The start is in the past."), code="start_in_past", field="start")
     if end <= start:
         raise InvalidInput(_("The end must be after the start."), field="duration_hours")
     if end - start > timedelta(hours=settings.PORTAL_MAX_LEASE_HOURS):
-        raise InvalidInput(
+        raise Conflict(
             _("A lease may last at most %(max)s hours.") % {"max": settings.PORTAL_MAX_LEASE_HOURS},
             code="over_max_lease",
             field="duration_hours",

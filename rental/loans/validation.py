@@ -1,6 +1,8 @@
 """R1 over a request's fields, before any lock: the duration, the GPU count against the
 project's ceiling, the offering that carries it and the image it boots. Each break is a
-field error (``InvalidInput``) naming the field; nothing is written."""
+field error naming the field, nothing written: ``InvalidInput`` (400) for a value no
+request may hold, ``Conflict`` (409) for one that the site's settings, the catalog or the
+project's quota refuse today."""
 
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -8,7 +10,7 @@ from decimal import Decimal, InvalidOperation
 from django.conf import settings
 from django.utils.translation import gettext as _
 
-from portal.errors import InvalidInput
+from portal.errors import Conflict, InvalidInput
 from portal.models import Project
 from rental import selectors
 from rental.loans.request_reads import RequestReads, read_for_request
@@ -25,14 +27,14 @@ def parse_hours(value: object, *, field: str = "duration_hours") -> Decimal:
     if not hours.is_finite() or hours <= 0:
         raise InvalidInput(_("The duration must be more than zero hours."), field=field)
     if hours > settings.PORTAL_MAX_LEASE_HOURS:
-        raise InvalidInput(
+        raise Conflict(
             _("A lease may last at most %(max)s hours.") % {"max": settings.PORTAL_MAX_LEASE_HOURS},
             code="over_max_lease",
             field=field,
         )
     if lease_seconds(hours) < 1:
         # Time has one-second resolution: a shorter lease would end before it starts.
-        raise InvalidInput(
+        raise Conflict(
             _("A lease lasts at least one second (%(h)s hours is less).") % {"h": hours},
             code="too_short",
             field=field,
@@ -57,7 +59,7 @@ def cheapest_offering(
         candidates = list(selectors.offerings_of(gpu_model))
     fitting = selectors.fitting(candidates, gpu_count=gpu_count, market=market)
     if not fitting:
-        raise InvalidInput(
+        raise Conflict(
             _("No offering carries %(n)s× %(model)s on the %(market)s market.")
             % {"n": gpu_count, "model": gpu_model, "market": Market(market).label},
             code="no_offering",
@@ -84,7 +86,7 @@ def choose_offering(
         )
     fitting = selectors.fitting(candidates, gpu_count=gpu_count, market=market)
     if offering not in fitting:
-        raise InvalidInput(
+        raise Conflict(
             _("%(offering)s cannot carry %(n)s× %(model)s on the %(market)s market.")
             % {
                 "offering": offering,
@@ -158,13 +160,13 @@ def validated(
     quota = reads.quota
     ceiling = quota.ceiling if quota else 0
     if quota is None or ceiling == 0:
-        raise InvalidInput(
+        raise Conflict(
             _("%(project)s has no quota for %(model)s.") % {"project": project, "model": gpu_model},
             code="no_quota",
             field="gpu_model",
         )
     if gpu_count > ceiling:
-        raise InvalidInput(
+        raise Conflict(
             _("At most %(ceiling)s GPUs: the project's ceiling for %(model)s.")
             % {"ceiling": ceiling, "model": gpu_model},
             code="over_ceiling",
@@ -181,12 +183,12 @@ def validated(
     images = reads.images_on(chosen)
     if image is None:
         if not images:
-            raise InvalidInput(
+            raise Conflict(
                 _("No image is available for %(offering)s.") % {"offering": chosen}, field="image"
             )
         image = images[0]
     elif image.pk not in {usable.pk for usable in images}:
-        raise InvalidInput(
+        raise Conflict(
             _("This image cannot be used with %(offering)s.") % {"offering": chosen}, field="image"
         )
     return Validated(offering=chosen, image=image, hours=hours, quota=quota)

@@ -82,7 +82,7 @@ def _decide(request: HttpRequest, pk: int, *, approve: bool) -> HttpResponse:
         # What the manager typed is on its field; what the rules say again about the
         # request as it was asked (its window, its ceiling) is said for the whole form.
         put_on_form(form, error)
-        return _decision_again(request, lease, form, status=error.status)
+        return _decision_again(request, lease, form, status=error.page_status)
     done = (
         _("Lease #%(id)s approved: %(status)s.") if approve else _("Lease #%(id)s rejected.")
     ) % {"id": lease.pk, "status": lease.get_status_display().lower()}

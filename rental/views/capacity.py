@@ -53,7 +53,7 @@ def lease_extend(request: HttpRequest, pk: int) -> HttpResponse:
         )
     except DomainError as error:
         put_on_form(form, error)
-        return lease_form_again(request, pk, extend_form=form, status=error.status)
+        return lease_form_again(request, pk, extend_form=form, status=error.page_status)
     messages.success(
         request,
         _("The extension waits for a manager's approval.")
@@ -84,7 +84,7 @@ def lease_reschedule(request: HttpRequest, pk: int) -> HttpResponse:
         )
     except DomainError as error:
         put_on_form(form, error)
-        return lease_form_again(request, pk, reschedule_form=form, status=error.status)
+        return lease_form_again(request, pk, reschedule_form=form, status=error.page_status)
     messages.success(
         request,
         _("Booking #%(id)s now runs %(start)s to %(end)s UTC on %(gpus)s GPUs.")
@@ -116,7 +116,7 @@ def lease_extension_decide(request: HttpRequest, pk: int) -> HttpResponse:
         )
     except DomainError as error:
         put_on_form(form, error)
-        return lease_form_again(request, pk, extension_form=form, status=error.status)
+        return lease_form_again(request, pk, extension_form=form, status=error.page_status)
     messages.success(request, _("Extension approved.") if approve else _("Extension refused."))
     return redirect("rental:lease", pk=pk)
 
@@ -161,7 +161,9 @@ def quota_request_new(request: HttpRequest, slug: str) -> HttpResponse:
         )
     except DomainError as error:
         put_on_form(form, error)
-        return _quota_requests_again(request, project, status=error.status, quota_request_form=form)
+        return _quota_requests_again(
+            request, project, status=error.page_status, quota_request_form=form
+        )
     messages.success(request, _("Your request is sent to the people who decide it."))
     return redirect("rental:project", slug=slug)
 
@@ -186,7 +188,7 @@ def quota_request_decide(request: HttpRequest, pk: int) -> HttpResponse:
             )
         except DomainError as error:
             put_on_form(form, error)
-            status = error.status
+            status = error.page_status
         else:
             messages.success(
                 request, _("Quota change approved.") if approve else _("Quota change rejected.")
@@ -237,7 +239,7 @@ def _refused(
             "message": error.message,
             "values": request.POST,
         },
-        status=error.status,
+        status=error.page_status,
     )
 
 

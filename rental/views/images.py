@@ -42,7 +42,7 @@ def lease_save_image(request: HttpRequest, pk: int) -> HttpResponse:
         )
     except DomainError as error:
         put_on_form(form, error)
-        return lease_form_again(request, pk, save_image_form=form, status=error.status)
+        return lease_form_again(request, pk, save_image_form=form, status=error.page_status)
     messages.success(
         request,
         _("Saving “%(name)s”. It appears in the request form once the cloud has it ready.")

@@ -286,7 +286,7 @@ def lease_new(request: HttpRequest) -> HttpResponse:
                 )
             except DomainError as error:
                 put_on_form(form, error, FORM_FIELD_OF)
-                status = error.status
+                status = error.page_status
             else:
                 messages.success(request, _submitted_message(lease))
                 return redirect(lease)

@@ -279,7 +279,7 @@ def _refused(request: HttpRequest, pool: Pool, form: str, error: DomainError) ->
         request,
         pool,
         refused=Refused(form, error.field or "", error.message, request.POST),
-        status=error.status,
+        status=error.page_status,
     )
 
 

@@ -47,7 +47,7 @@ def project_volumes(request: HttpRequest, slug: str) -> HttpResponse:
             zone=request.POST.get("zone", ""),
         )
     except DomainError as error:
-        return _section(request, project, error=str(error), status=error.status)
+        return _section(request, project, error=str(error), status=error.page_status)
     return _section(request, project)
 
 
@@ -60,5 +60,5 @@ def volume_delete(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     try:
         volumes.delete_volume(actor=request.user, volume=volume)
     except DomainError as error:
-        return _section(request, project, error=str(error), status=error.status)
+        return _section(request, project, error=str(error), status=error.page_status)
     return _section(request, project)

@@ -118,10 +118,10 @@ RULES: dict[str, Expect] = {
         note="A ceiling: alpha's manager or an admin approves (no comment needed).",
     ),
     "api:quota-request-reject": Expect(
-        post=(403, 404, 400, 400, 403, ANON),
+        post=(403, 404, 409, 409, 403, ANON),
         kwargs=lambda w: _quota_request(w, "alpha_qr", w.project, w.f0.alice),
         outsider_kwargs=lambda w: _quota_request(w, "gamma_qr", w.other_project, w.f0.gary),
-        note="Rejecting needs a comment.",
+        note="Rejecting needs a comment: 409 comment_required.",
     ),
     "api:image-list": Expect(get=EVERYONE, post=(400, 400, 400, 400, 400, ANON)),
     "api:image-detail": Expect(

@@ -103,9 +103,10 @@ def test_it_refuses_guarantees_over_the_pool_with_the_rule_and_figures(world):
     body = client_for(world["admin"]).get(url()).content
     body = body.replace(b"guaranteed: 2", b"guaranteed: 9").replace(b"ceiling: 4", b"ceiling: 9")
     answer = client_for(world["admin"]).post(url(), body, content_type="application/yaml")
-    assert answer.status_code == 400
+    assert answer.status_code == 409, answer.content
     assert answer.json()["code"] == "guarantees_over_capacity"
     assert answer.json()["figures"] == {"total": 9, "bound": 8, "left": 8}
+    assert "errors" not in answer.json()
     assert Quota.objects.get().guaranteed == 2
 
 
@@ -135,12 +136,14 @@ def test_it_refuses_guarantees_over_the_pool_with_the_rule_and_figures(world):
         ),
     ],
 )
-def test_it_answers_400_naming_the_path_of_a_bad_document(world, body, field):
+def test_it_answers_409_naming_the_path_of_a_bad_document(world, body, field):
+    """Any text is a document; one its rules refuse is a 409 naming the YAML path."""
     before = _counts()
     answer = client_for(world["admin"]).post(url(), body, content_type="application/yaml")
-    assert answer.status_code == 400, answer.content
-    if field:
-        assert field in answer.json()["errors"]
+    assert answer.status_code == 409, answer.content
+    assert answer.json()["code"] == "invalid_config"
+    assert answer.json()["field"] == field
+    assert "errors" not in answer.json()
     assert _counts() == before
 
 
@@ -154,7 +157,12 @@ def test_it_answers_415_to_json(world):
     assert answer.status_code == 415
 
 
-def test_it_answers_400_to_an_empty_body_from_a_manager(world):
+def test_it_answers_409_to_an_empty_body_from_a_manager(world):
+    """No body is an empty document, which the configuration's rules refuse."""
+    before = _counts()
     answer = client_for(world["manager"]).post(url())
-    assert answer.status_code == 400
+    assert answer.status_code == 409, answer.content
+    assert answer.json()["code"] == "invalid_config"
+    assert "errors" not in answer.json()
     assert Quota.objects.get().ceiling == 4
+    assert _counts() == before

@@ -52,6 +52,8 @@ def free_text_fields() -> set[tuple[str, str]]:
             if prop.get("readOnly"):
                 continue
             prop = resolve(prop["allOf"][0]) if "allOf" in prop else resolve(prop)
+            # A text that may be blank: its pattern, or "" (drf-spectacular's oneOf).
+            prop = resolve(prop["oneOf"][0]) if "oneOf" in prop else prop
             if prop.get("type") == "string" and not prop.get("enum") and not prop.get("format"):
                 found.add(prefix + name)
             elif prop.get("type") == "object":

@@ -1,6 +1,7 @@
 """What the API's lists and bodies take agrees with its schema: pages and ids are whole
 numbers from 1 (the schema says ``minimum: 1``), an id that names no row matches nothing,
-flags are true or false, and a body nested past 32 levels is a clear 400, never a 500."""
+flags are true or false, and a body nested past 32 levels is a clear 400 (a project
+document, which any text may be, a 409), never a 500."""
 
 import importlib
 import pkgutil
@@ -149,7 +150,8 @@ def test_a_body_nested_within_the_limit_is_read_and_judged_on_its_fields(f0):
     assert not Reservation.objects.exists()
 
 
-def test_a_configuration_nested_too_deep_is_a_400_naming_the_document(f0):
+def test_a_configuration_nested_too_deep_is_a_409_naming_the_document(f0):
+    """Any text is a document; one nested too deep is refused by the config's rules."""
     client = client_for(f0.alpha_manager)
     for depth in (40, 10_000):
         response = client.generic(
@@ -158,7 +160,9 @@ def test_a_configuration_nested_too_deep_is_a_400_naming_the_document(f0):
             "project: alpha\nname: " + nested(depth) + "\n",
             content_type="application/yaml",
         )
-        assert response.status_code == 400, response.content[:300]
-        assert response.json()["errors"] == {
-            "document": ["document: nests more than 32 levels deep"]
+        assert response.status_code == 409, response.content[:300]
+        assert response.json() == {
+            "code": "invalid_config",
+            "detail": "document: nests more than 32 levels deep",
+            "field": "document",
         }

@@ -1,7 +1,9 @@
 """Every number field of every write of the API, given each kind of bad value (empty,
 negative, 10^26, text, NUL, a bidi control, 100,000 characters, and JSON's own: null, a
 fraction, a huge number, true): a 400 naming that field in ``errors``, in the person's
-language, nothing written, and the endpoint's list still answering."""
+language, nothing written, and the endpoint's list still answering. A value the schema
+takes but a rule refuses (null under the admin's caps, a negative credit) is a 409 on
+its field, with the rule's code and no ``errors``."""
 
 from dataclasses import dataclass
 from typing import Any
@@ -18,8 +20,9 @@ from tests.bad_numbers import BAD, build, written
 JSON_BAD = {**BAD, "null": None, "fraction": 1.5, "huge number": 10**26, "true": True}
 NONE = frozenset()
 NULL_IS_NONE = frozenset({"null"})  # null means "no limit", "not sold on spot"…
-DECIMAL = frozenset({"fraction"})  # 1.5 hours, 1.5 dollars
-OPTIONAL_DECIMAL = frozenset({"fraction", "null", "empty"})  # "" is null to DRF
+# A decimal is a JSON string ("1.5"): the number 1.5 and "" are as bad as any other.
+DECIMAL = NONE
+OPTIONAL_DECIMAL = NULL_IS_NONE
 # Every number field of every API write: (endpoint, field) → the bad kinds that are not bad.
 FIELDS: dict[tuple[str, str], frozenset[str]] = {
     ("create a lease", "gpu_count"): NONE,
@@ -52,6 +55,12 @@ FIELDS: dict[tuple[str, str], frozenset[str]] = {
     ("set a budget", "percent"): NONE,
     ("replace a budget", "monthly_amount"): DECIMAL,
     ("answer a dispute", "amount"): DECIMAL,
+}
+# The bad kinds that fit the schema but a rule refuses (409): (endpoint, field) → kind → code.
+RULED: dict[tuple[str, str], dict[str, str]] = {
+    ("auto-approve limits", "max_gpus_per_lease"): {"null": "over_admin_cap"},
+    ("auto-approve limits", "max_hours_per_lease"): {"null": "over_admin_cap"},
+    ("answer a dispute", "amount"): {"negative": "credit_not_positive", "null": "amount_required"},
 }
 
 
@@ -91,7 +100,7 @@ def writes(w) -> list[Write]:
             "alice",
             "post",
             f"/api/v1/leases/{lease}/extend",
-            {"hours": 1},
+            {"hours": "1"},
             "/api/v1/leases",
         ),
         Write(
@@ -285,11 +294,36 @@ def test_the_valid_body_is_accepted(world, name):
 def test_a_bad_number_is_a_400_on_its_field_and_nothing_is_written(world, name, field, kind):
     if kind in FIELDS[name, field]:
         pytest.skip(f"{kind} is a valid {field}")
+    if kind in RULED.get((name, field), {}):
+        pytest.skip(f"{kind} fits the schema of {field}: a rule refuses it (409)")
     write = find(world, name)
     before = written()
     answer = send(world, write, with_value(write.body, field, JSON_BAD[kind]))
     assert answer.status_code == 400, (answer.status_code, answer.content[:300])
     assert named(answer.json(), field), answer.json()
+    assert written() == before
+    client = client_for(getattr(world, write.who))
+    assert client.get(write.listed).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("name", "field", "kind", "code"),
+    [
+        (name, field, kind, code)
+        for (name, field), kinds in RULED.items()
+        for kind, code in kinds.items()
+    ],
+)
+def test_a_number_a_rule_refuses_is_a_409_on_its_field_and_nothing_is_written(
+    world, name, field, kind, code
+):
+    """It fits the schema, so the refusal is the rule's, named by its code."""
+    write = find(world, name)
+    before = written()
+    answer = send(world, write, with_value(write.body, field, JSON_BAD[kind]))
+    assert answer.status_code == 409, (answer.status_code, answer.content[:300])
+    assert (answer.json()["code"], answer.json()["field"]) == (code, field)
+    assert "errors" not in answer.json()
     assert written() == before
     client = client_for(getattr(world, write.who))
     assert client.get(write.listed).status_code == 200

@@ -39,8 +39,6 @@ def test_an_admin_patches_the_pool_settings(f0):
         ({"capacity": -1}, "capacity"),
         ({"capacity": 10**26}, "capacity"),
         ({"capacity": "many"}, "capacity"),
-        ({"committed_gpus": 4}, "committed_gpus"),  # Σ G is 6 (Q1)
-        ({"committed_gpus": 9}, "committed_gpus"),  # above C
         ({"committed_monthly_cost": "1e26"}, "committed_monthly_cost"),
         ({"committed_monthly_cost": "-5"}, "committed_monthly_cost"),
         ({"apportionment": "fair"}, "apportionment"),
@@ -52,6 +50,24 @@ def test_a_bad_pool_setting_is_a_400_naming_its_field(f0, body, field):
     answer = client_for(f0.admin).patch(url, body, format="json")
     assert answer.status_code == 400
     assert field in answer.json()["errors"]
+    assert counts() == before
+
+
+@pytest.mark.parametrize(
+    ("committed", "code"),
+    [
+        (4, "guarantees_over_capacity"),  # Σ G is 6 (Q1)
+        (9, "committed_over_capacity"),  # above C
+    ],
+)
+def test_committed_gpus_a_rule_refuses_are_a_409_naming_the_rule(f0, committed, code):
+    """A whole number of GPUs fits the schema; the pool's rules refuse these."""
+    before = counts()
+    url = reverse("api:pool-detail", args=[f0.pool.pk])
+    answer = client_for(f0.admin).patch(url, {"committed_gpus": committed}, format="json")
+    assert answer.status_code == 409, answer.content
+    assert (answer.json()["code"], answer.json()["field"]) == (code, "committed_gpus")
+    assert "errors" not in answer.json()
     assert counts() == before
 
 
@@ -82,14 +98,27 @@ def test_an_admin_marks_a_pool_degraded_and_clears_it(f0):
 
 @pytest.mark.parametrize(
     "body",
-    [{}, {"degraded": True}, {"degraded": True, "reason": "bad\x00"}, {"degraded": "maybe"}],
+    [{}, {"degraded": True, "reason": "bad\x00"}, {"degraded": "maybe"}],
 )
-def test_marking_without_a_plain_reason_is_a_400(f0, body):
+def test_a_mark_that_does_not_fit_the_schema_is_a_400(f0, body):
     before = counts()
     answer = client_for(f0.admin).post(
         reverse("api:pool-degraded", args=[f0.pool.pk]), body, format="json"
     )
     assert answer.status_code == 400
+    assert counts() == before
+
+
+@pytest.mark.parametrize("body", [{"degraded": True}, {"degraded": True, "reason": "  "}])
+def test_marking_without_a_reason_is_a_409_reason_required(f0, body):
+    """The reason is optional to clear a mark, so its absence is the rule's refusal."""
+    before = counts()
+    answer = client_for(f0.admin).post(
+        reverse("api:pool-degraded", args=[f0.pool.pk]), body, format="json"
+    )
+    assert answer.status_code == 409, answer.content
+    assert (answer.json()["code"], answer.json()["field"]) == ("reason_required", "reason")
+    assert "errors" not in answer.json()
     assert counts() == before
 
 

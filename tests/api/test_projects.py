@@ -134,7 +134,6 @@ def test_an_admin_manages_any_projects_members(f0):
 @pytest.mark.parametrize(
     ("body", "field"),
     [
-        ({"username": "nobody", "role": "engineer"}, "username"),
         ({"username": "bob", "role": "owner"}, "role"),
         ({"username": "bob"}, "role"),
         ({"username": "b" * 151, "role": "engineer"}, "username"),
@@ -150,14 +149,29 @@ def test_it_refuses_bad_input_and_writes_nothing(f0, body, field):
     assert not AuditEvent.objects.exists()
 
 
-def test_an_inactive_user_is_not_added(f0):
+def test_an_unknown_or_inactive_user_is_a_404_naming_the_username(f0):
+    """A username names someone: one with no active user is not found, as an id would be."""
     f0.bob.is_active = False
     f0.bob.save()
-    response = as_user(f0.alpha_manager).post(
-        members_url("alpha"), {"username": "bob", "role": "engineer"}
-    )
-    assert response.status_code == 400
+    client = as_user(f0.alpha_manager)
+    for username in ("nobody", "bob"):
+        response = client.post(members_url("alpha"), {"username": username, "role": "engineer"})
+        assert response.status_code == 404, response.content
+        assert (response.json()["code"], response.json()["field"]) == ("not_found", "username")
+        assert "errors" not in response.json()
     assert not Membership.objects.filter(user=f0.bob, project=f0.alpha).exists()
+    assert Membership.objects.filter(project=f0.alpha).count() == 2
+    assert not AuditEvent.objects.exists()
+
+
+def test_a_patch_without_a_role_changes_nothing(f0):
+    alice = Membership.objects.get(user=f0.alice)
+    response = as_user(f0.alpha_manager).patch(members_url("alpha", alice.pk), {}, format="json")
+    assert response.status_code == 200, response.content
+    assert response.json()["role"] == "engineer"
+    alice.refresh_from_db()
+    assert alice.role == "engineer"
+    assert not AuditEvent.objects.exists()
 
 
 @pytest.mark.parametrize("count", [2, 15])

@@ -147,7 +147,6 @@ def test_it_answers_404_to_everyone_but_admins(f0, cloud):
 @pytest.mark.parametrize(
     ("change", "field"),
     [
-        ({"name": "Test cloud"}, "name"),  # F0's account
         ({"name": HUGE}, "name"),
         ({"name": "n\x00ul"}, "name"),
         ({"driver": "gcp"}, "driver"),
@@ -156,8 +155,6 @@ def test_it_answers_404_to_everyone_but_admins(f0, cloud):
         ({"regions": ["us east 1"]}, "regions"),
         ({"regions": ["r"] * 51}, "regions"),
         ({"endpoint_url": "not a url"}, "endpoint_url"),
-        ({"secret_access_key": ""}, "secret_access_key"),
-        ({"access_key_id": ""}, "access_key_id"),
         ({"access_key_id": HUGE}, "access_key_id"),
         ({"is_active": "perhaps"}, "is_active"),
     ],
@@ -167,6 +164,25 @@ def test_it_answers_400_naming_the_field_and_writes_nothing(f0, cloud, change, f
     answer = client_for(f0.admin).post(LIST, body(cloud, **change), format="json")
     assert answer.status_code == 400, answer.content
     assert field in answer.json()["errors"]
+    assert counts() == before
+    assert cloud.count("DescribeRegions") == 0
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "code"),
+    [
+        ({"name": "Test cloud"}, "name", "name_taken"),  # F0's account
+        ({"secret_access_key": ""}, "secret_access_key", "credentials_incomplete"),
+        ({"access_key_id": ""}, "access_key_id", "credentials_incomplete"),
+    ],
+)
+def test_it_answers_409_to_a_body_a_rule_refuses_and_writes_nothing(f0, cloud, change, field, code):
+    """Well formed, but a name another account has or half a pair of credentials."""
+    before = counts()
+    answer = client_for(f0.admin).post(LIST, body(cloud, **change), format="json")
+    assert answer.status_code == 409, answer.content
+    assert (answer.json()["code"], answer.json()["field"]) == (code, field)
+    assert "errors" not in answer.json()
     assert counts() == before
     assert cloud.count("DescribeRegions") == 0
 
@@ -197,7 +213,7 @@ def test_credentials_never_appear_in_an_answer_a_log_line_or_the_audit(f0, cloud
         admin.post(LIST, body(cloud, name="Main cloud"), format="json"),  # a name taken
         client_for(f0.alice).post(LIST, body(cloud, name="x"), format="json"),
     ]
-    assert [a.status_code for a in answers] == [201, 200, 200, 200, 200, 400, 400, 400, 404]
+    assert [a.status_code for a in answers] == [201, 200, 200, 200, 200, 400, 409, 409, 404]
     audit = json.dumps(list(AuditEvent.objects.values("before", "after", "verb")))
     for secret in (SECRET, TOKEN, NEW_SECRET, GOOD_KEY, NEW_KEY):
         for answer in answers:

@@ -71,7 +71,6 @@ def test_it_lets_only_members_ask(f0):
     ("change", "field"),
     [
         ({"ceiling": 7, "reason": "  "}, "reason"),
-        ({"reason": "nothing asked"}, "ceiling"),
         ({"ceiling": 7, "reason": HUGE}, "reason"),
         ({"ceiling": 7, "reason": "nul \x00 byte"}, "reason"),
         ({"ceiling": "seven", "reason": "r"}, "ceiling"),
@@ -92,11 +91,23 @@ def test_it_answers_400_naming_the_field_and_writes_nothing(f0, change, field):
     assert counts() == before
 
 
-def test_it_refuses_a_gpu_model_the_project_has_no_quota_for(f0):
+def test_it_answers_409_to_a_request_that_asks_for_nothing_and_writes_nothing(f0):
+    """Neither a guarantee nor a ceiling: each is optional, but not both at once."""
+    before = counts()
+    body = {"project": "alpha", "gpu_model": f0.model.pk, "reason": "nothing asked"}
+    answer = client_for(f0.alice).post(LIST, body, format="json")
+    assert answer.status_code == 409, answer.content
+    assert answer.json()["field"] == "ceiling" and "errors" not in answer.json()
+    assert counts() == before
+
+
+def test_it_answers_404_to_a_gpu_model_the_project_has_no_quota_for(f0):
     other = factories.gpu_model("H100 80GB")
     body = {"project": "alpha", "gpu_model": other.pk, "ceiling": 2, "reason": "try"}
     answer = client_for(f0.alice).post(LIST, body, format="json")
-    assert answer.status_code == 400 and answer.json()["field"] == "gpu_model"
+    assert answer.status_code == 404, answer.content
+    assert (answer.json()["code"], answer.json()["field"]) == ("not_found", "gpu_model")
+    assert "errors" not in answer.json()
     assert post_raw(client_for(f0.alice), LIST, NOT_JSON).status_code == 400
     assert not QuotaRequest.objects.exists()
 
@@ -153,13 +164,16 @@ def test_it_refuses_an_admins_approval_that_breaks_q1_with_its_figures(f0):
     asked = ask(f0, guaranteed=5)  # Σ G would be 5 + 4 + 0 = 9 > C = 8
     before = counts()
     answer = client_for(f0.admin).post(decide(asked.pk, "approve"), {}, format="json")
-    assert answer.status_code == 400
+    assert answer.status_code == 409
     body = answer.json()
-    assert body["code"] == "guarantees_over_capacity"
+    assert body["code"] == "guarantees_over_capacity" and "errors" not in body
     assert body["figures"] == {"total": 9, "bound": 8, "left": 4}
     assert counts() == before and QuotaRequest.objects.get().status == "pending"
     no_comment = client_for(f0.admin).post(decide(asked.pk, "reject"), {}, format="json")
-    assert no_comment.status_code == 400 and no_comment.json()["field"] == "comment"
+    assert no_comment.status_code == 409
+    said = no_comment.json()
+    assert (said["code"], said["field"]) == ("comment_required", "comment")
+    assert counts() == before and QuotaRequest.objects.get().status == "pending"
     rejected = client_for(f0.admin).post(
         decide(asked.pk, "reject"), {"comment": "the pool is full"}, format="json"
     )

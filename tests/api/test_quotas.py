@@ -81,10 +81,10 @@ def test_it_refuses_guarantees_over_the_pool_with_the_rule_and_its_figures(f0):
     alpha = quota(f0, f0.alpha)
     before = counts()
     answer = client_for(f0.admin).patch(detail(alpha.pk), {"guaranteed": 5}, format="json")
-    assert answer.status_code == 400
+    assert answer.status_code == 409
     body = answer.json()
     assert body["code"] == "guarantees_over_capacity"
-    assert body["field"] == "guaranteed" and "guaranteed" in body["errors"]
+    assert body["field"] == "guaranteed" and "errors" not in body
     assert body["figures"] == {"total": 9, "bound": 8, "left": 4}
     assert counts() == before and quota(f0, f0.alpha).guaranteed == 2
 
@@ -92,8 +92,9 @@ def test_it_refuses_guarantees_over_the_pool_with_the_rule_and_its_figures(f0):
 def test_it_refuses_a_ceiling_below_the_guarantee(f0):
     alpha = quota(f0, f0.alpha)
     answer = client_for(f0.admin).patch(detail(alpha.pk), {"ceiling": 1}, format="json")
-    assert answer.status_code == 400
+    assert answer.status_code == 409
     assert (answer.json()["code"], answer.json()["field"]) == ("ceiling_below_guarantee", "ceiling")
+    assert "errors" not in answer.json()
     assert quota(f0, f0.alpha).ceiling == 6
 
 
@@ -128,7 +129,9 @@ def test_it_lets_an_admin_set_a_new_quota(f0):
     no_pool = client_for(f0.admin).post(
         reverse("api:quota-list"), {**body, "gpu_model": nowhere.pk}, format="json"
     )
-    assert no_pool.status_code == 400 and no_pool.json()["field"] == "gpu_model"
+    assert no_pool.status_code == 409
+    assert (no_pool.json()["code"], no_pool.json()["field"]) == ("no_pool", "gpu_model")
+    assert not Quota.objects.filter(gpu_model=nowhere).exists()
     unknown = {**body, "project": "nope"}
     assert client_for(f0.admin).post("/api/v1/quotas", unknown, format="json").status_code == 404
 
@@ -144,7 +147,8 @@ def test_it_lets_a_manager_set_auto_approve_limits_within_the_admins_caps(f0):
     over = client_for(f0.alpha_manager).post(
         limits(alpha.pk), {**body, "max_gpus_per_lease": 3}, format="json"
     )
-    assert over.status_code == 400 and over.json()["field"] == "max_gpus_per_lease"
+    assert over.status_code == 409 and over.json()["field"] == "max_gpus_per_lease"
+    assert "errors" not in over.json()
     assert quota(f0, f0.alpha).max_gpus_per_lease == 2
     engineer = client_for(f0.alice).post(limits(alpha.pk), body, format="json")
     assert engineer.status_code == 403
@@ -165,7 +169,9 @@ def test_it_lets_an_admin_cap_the_auto_approve_limits(f0):
     assert (answer.json()["auto_approve_gpus_cap"], answer.json()["max_gpus_per_lease"]) == (2, 2)
     assert AuditEvent.objects.filter(verb="quota.auto_approve_caps_set", source="api").exists()
     over = client_for(f0.admin).post(url, {**body, "auto_approve_gpus_cap": 7}, format="json")
-    assert over.status_code == 400 and over.json()["field"] == "auto_approve_gpus_cap"
+    assert over.status_code == 409
+    said = over.json()
+    assert (said["code"], said["field"]) == ("cap_over_ceiling", "auto_approve_gpus_cap")
     assert quota(f0, f0.alpha).auto_approve_gpus_cap == 2
 
 

@@ -74,8 +74,6 @@ def test_it_shows_and_deletes_only_the_callers_own_keys(f0):
 @pytest.mark.parametrize(
     ("body", "field"),
     [
-        ({"name": "weak", "public_key": rsa(1024)}, "public_key"),
-        ({"name": "junk", "public_key": "ssh-ed25519 not-base64!"}, "public_key"),
         ({"name": "private", "public_key": "-----BEGIN OPENSSH PRIVATE KEY-----"}, "public_key"),
         ({"name": "huge", "public_key": "ssh-ed25519 " + HUGE}, "public_key"),
         ({"name": "", "public_key": ed25519(b"c")}, "name"),
@@ -93,14 +91,35 @@ def test_it_answers_400_naming_the_field_and_writes_nothing(f0, body, field):
     assert counts() == before
 
 
+@pytest.mark.parametrize(
+    ("public_key", "code"),
+    [
+        (rsa(1024), "weak_key"),
+        ("ssh-ed25519 not-base64!", "malformed_key"),
+    ],
+)
+def test_it_answers_409_to_a_key_shaped_text_whose_key_is_refused(f0, public_key, code):
+    """Shaped like an OpenSSH key, but too weak or its body is not a key."""
+    before = counts()
+    answer = client_for(f0.alice).post(
+        LIST, {"name": "refused", "public_key": public_key}, format="json"
+    )
+    assert answer.status_code == 409, answer.content
+    assert (answer.json()["code"], answer.json()["field"]) == (code, "public_key")
+    assert "errors" not in answer.json()
+    assert counts() == before
+
+
 def test_it_refuses_a_key_or_a_name_twice_and_a_body_that_is_not_json(f0):
     client = client_for(f0.alice)
     key = ed25519(b"d")
     assert client.post(LIST, {"name": "one", "public_key": key}, format="json").status_code == 201
     again = client.post(LIST, {"name": "two", "public_key": key}, format="json")
-    assert again.status_code == 400 and again.json()["field"] == "public_key"
+    assert again.status_code == 409
+    assert (again.json()["code"], again.json()["field"]) == ("key_taken", "public_key")
     same_name = client.post(LIST, {"name": "one", "public_key": ed25519(b"e")}, format="json")
-    assert same_name.status_code == 400 and same_name.json()["field"] == "name"
+    assert same_name.status_code == 409
+    assert (same_name.json()["code"], same_name.json()["field"]) == ("name_taken", "name")
     assert post_raw(client, LIST, NOT_JSON).status_code == 400
     assert SshKey.objects.count() == 1
 

@@ -71,13 +71,22 @@ def test_it_answers_400_to_bad_input_and_writes_nothing(f0):
         ({"gpu_model": f0.model.pk, "count": 10**9}, "count"),
         ({"gpu_model": f0.model.pk, "count": 0}, "count"),
         ({"gpu_model": f0.model.pk, "count": "many"}, "count"),
-        ({"gpu_model": 10**30, "count": 1}, "gpu_model"),
         ({"gpu_model": "A100\x00", "count": 1}, "gpu_model"),
         ({"count": 1}, "gpu_model"),
     ):
         answer = client.post(LIST, body, format="json")
         assert answer.status_code == 400 and field in answer.json()["errors"], body
     assert client.post(LIST, b"{", content_type="application/json").status_code == 400
+    assert row_counts() == before
+
+
+def test_it_answers_404_to_a_gpu_model_that_does_not_exist_and_writes_nothing(f0):
+    """A whole number of the right shape that names no GPU model: a 404 on its field."""
+    before = row_counts()
+    answer = client_for(f0.alice).post(LIST, {"gpu_model": 10**30, "count": 1}, format="json")
+    assert answer.status_code == 404, answer.content
+    assert (answer.json()["code"], answer.json()["field"]) == ("not_found", "gpu_model")
+    assert "errors" not in answer.json()
     assert row_counts() == before
 
 
