@@ -11,7 +11,8 @@ gaps, closed here for request bodies:
 - a decimal's pattern takes ``""``, ``"-"`` and ``"."`` and a sign below the field's
   least value, and ``\\d`` is any Unicode digit: the pattern is the field's own;
 - a slug has no pattern;
-- a list that may not be empty has no ``minItems``.
+- a list of nested objects has no ``maxItems``, one that may not be empty no
+  ``minItems``.
 
 And for query strings (a hook, since filters are not serializer fields): a filter's text
 is at least one character (an empty filter is a 400, ``portal.api.filters``) and no
@@ -60,11 +61,15 @@ class PortalAutoSchema(AutoSchema):
             # DRF takes "" only for a text that allows it blank (a relation's "" is null).
             blank = isinstance(field, serializers.CharField) and field.allow_blank
             schema["pattern"] = TEXT if blank else FILLED_TEXT
-        elif (
-            isinstance(field, serializers.ManyRelatedField | serializers.ListField)
-            and not field.allow_empty
-        ):
-            schema.setdefault("minItems", 1)
+        elif schema.get("type") == "array":
+            least = getattr(field, "min_length", None)
+            if not getattr(field, "allow_empty", True):
+                least = max(least or 0, 1)
+            if least:
+                schema.setdefault("minItems", least)
+            most = getattr(field, "max_length", None)  # a list of nested objects has none
+            if most is not None:
+                schema.setdefault("maxItems", most)
         return schema
 
 
