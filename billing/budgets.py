@@ -23,7 +23,7 @@ from billing.selectors import month_to_date
 from billing.services import SOURCE, parse_amount
 from billing.thresholds import clean_thresholds, readable_thresholds
 from portal import access, audit, notifications
-from portal.errors import InvalidInput, NotPermitted
+from portal.errors import Conflict, InvalidInput, NotPermitted
 from portal.models import Project
 from portal.phrases import Phrase
 from rental.loans.ending import end_reservation
@@ -224,7 +224,10 @@ def set_budget(
     try:
         cleaned = clean_thresholds(thresholds)
     except ValidationError as invalid:
-        raise InvalidInput(" ".join(invalid.messages), field="thresholds") from None
+        message = " ".join(invalid.messages)
+        if invalid.code == "duplicate":  # a rule over two items, which no schema says
+            raise Conflict(message, code="duplicate_threshold", field="thresholds") from None
+        raise InvalidInput(message, field="thresholds") from None
     budget = Budget.objects.select_for_update().filter(project=project).first()
     before = (
         {"monthly_amount": budget.monthly_amount, "thresholds": budget.thresholds} if budget else {}

@@ -114,7 +114,6 @@ def test_it_filters_budgets_by_project(f0):
         ({"cap_policy": "panic"}, "cap_policy"),
         ({"thresholds": [{"percent": 0, "kind": "actual"}]}, "thresholds"),
         ({"thresholds": [{"percent": 50, "kind": "hope"}]}, "thresholds"),
-        ({"thresholds": [{"percent": 50, "kind": "actual"}] * 2}, "thresholds"),
         ({"thresholds": "50"}, "thresholds"),
         ({"thresholds": [{"percent": 10**12, "kind": "actual"}]}, "thresholds"),
         ({"thresholds": [{"percent": p, "kind": "actual"} for p in range(1, 30)]}, "thresholds"),
@@ -125,6 +124,18 @@ def test_it_refuses_bad_input_with_the_field_and_writes_nothing(f0, change, fiel
     response = as_user(f0.alpha_manager).post(URL, {**BODY, **change}, format="json")
     assert response.status_code == 400, response.json()
     assert field in response.json()["errors"]
+    assert not Budget.objects.exists()
+    assert not AuditEvent.objects.exists()
+
+
+def test_a_threshold_listed_twice_is_a_409_and_writes_nothing(f0):
+    """Each threshold fits the schema; the same one twice is a rule over the list."""
+    twice = {**BODY, "thresholds": [{"percent": 50, "kind": "actual"}] * 2}
+    response = as_user(f0.alpha_manager).post(URL, twice, format="json")
+    assert response.status_code == 409, response.json()
+    body = response.json()
+    assert (body["code"], body["field"]) == ("duplicate_threshold", "thresholds")
+    assert "errors" not in body
     assert not Budget.objects.exists()
     assert not AuditEvent.objects.exists()
 
