@@ -99,18 +99,23 @@ def close_period(*, period: date | datetime, actor: Any = None, now: datetime | 
     }
     manual = manual_lines(project_ids=None, period=start)
     missing = [p for p in targets if p not in existing]
-    # PostgreSQL returns the new ids from a bulk insert; elsewhere they are read back.
+    # Another close of the same month at the same moment (a second beat, a redelivered
+    # task) may be inserting these too: the insert waits for it and skips its rows, and
+    # they are read back, locked, with what it made of them (closed: left as they are).
     Statement.objects.bulk_create(
         [
             Statement(project_id=p, period=start.date(), currency=settings.PORTAL_CURRENCY)
             for p in missing
-        ]
+        ],
+        ignore_conflicts=True,
     )
     if missing:
         existing.update(
             {
                 statement.project_id: statement
-                for statement in Statement.objects.filter(period=start.date()).order_by("pk")
+                for statement in Statement.objects.select_for_update()
+                .filter(period=start.date())
+                .order_by("pk")
                 if statement.project_id in missing
             }
         )
