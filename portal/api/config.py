@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from portal import access, projectconfig
+from portal.api.filters import refuse_empty
 from portal.errors import NotPermitted
 
 
@@ -78,8 +79,7 @@ class ProjectConfigView(APIView):
     )
     def get(self, request: Request, slug: str) -> Response:
         project = access.get_project_or_404(request.user, slug)
-        if request.query_params.get("format") == "":  # content negotiation skips it
-            raise exceptions.ValidationError({"format": [_("Ask for format=yaml or format=json.")]})
+        refuse_empty(request.query_params, ["format"])  # content negotiation skips it
         if request.accepted_renderer.format == "json":
             return Response(json.loads(json.dumps(projectconfig.document(project), default=str)))
         return Response(projectconfig.export_project(project))

@@ -5,9 +5,9 @@ A client, or a generator of requests, that keeps to the schema is never refused 
 is a 404 or a 409 (``portal.api.errors``). drf-spectacular's own mapping leaves four
 gaps, closed here for request bodies:
 
-- a text field takes any character, where the parser refuses control and bidirectional
-  characters in every string (``portal.api.parsers``, ``portal.text``), and DRF refuses a
-  required text that is only spaces: a pattern says both;
+- a text field takes any character, where every text of a body is held to the text rule
+  (no control or bidirectional character: ``PortalViewSet.validated``, ``portal.text``),
+  and DRF refuses a required text that is only spaces: a pattern says both;
 - a decimal's pattern takes ``""``, ``"-"`` and ``"."`` and a sign below the field's
   least value, and ``\\d`` is any Unicode digit: the pattern is the field's own;
 - a slug has no pattern;

@@ -30,7 +30,8 @@ from rental.models import ProviderAccount
 from rental.providers.registry import DRIVER_CHOICES
 
 CREDENTIAL_FIELDS = ("access_key_id", "secret_access_key", "session_token")
-REGION_NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+# A region's name, in any case (stored lowered); the schema gives the same pattern.
+REGION_NAME = r"^[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*$"
 # An endpoint an SDK can reach: http(s), a host name or IPv4 address (labels of 1 to 63
 # letters, digits and inner hyphens), a port up to 65535, a path (RFC 3986); or
 # empty, for the provider's own. The schema gives this pattern, so it is the whole check.
@@ -91,19 +92,18 @@ def _write_only(max_length: int, help_text: str) -> serializers.CharField:
     )
 
 
-@extend_schema_field(
-    {"type": "string", "pattern": r"^[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*$", "maxLength": 32}
-)
+@extend_schema_field({"type": "string", "pattern": REGION_NAME, "maxLength": 32})
 class RegionField(serializers.CharField):
-    """A region name, in lower case as the admin's form stores it (``REGION_NAME`` once
-    lowered; any case is taken)."""
+    """A region name (``REGION_NAME``), in lower case as the admin's form stores it."""
 
     def to_internal_value(self, data: Any) -> str:
         return super().to_internal_value(data).lower()
 
 
 def _regions(**kwargs: Any) -> serializers.ListField:
-    check = RegexValidator(REGION_NAME, _("Not a region name. Use names like us-east-1."))
+    check = RegexValidator(
+        re.compile(REGION_NAME), _("Not a region name. Use names like us-east-1.")
+    )
     return serializers.ListField(
         child=RegionField(max_length=32, validators=[check]), min_length=1, max_length=50, **kwargs
     )
