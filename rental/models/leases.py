@@ -222,6 +222,16 @@ class Reservation(models.Model):
         indexes = [
             models.Index(fields=["gpu_model", "status"]),
             models.Index(fields=["project", "status"]),
+            # The lease lists' order (newest first): a page reads its rows, not the table.
+            models.Index(
+                models.F("submitted_at").desc(), models.F("id").desc(), name="lease_newest_first"
+            ),
+            models.Index(
+                "project",
+                models.F("submitted_at").desc(),
+                models.F("id").desc(),
+                name="lease_project_newest_first",
+            ),
         ]
         constraints = [
             models.CheckConstraint(
@@ -408,12 +418,21 @@ class UsageRecord(models.Model):
     end_reason = models.CharField(
         _("end reason"), max_length=20, choices=TerminationReason.choices, blank=True
     )
+    # Set by billing once this closed run's seconds are in its period rollups; a closed
+    # run is never changed after that. Open runs are never rolled up.
+    rolled_up = models.BooleanField(_("rolled up"), default=False, editable=False)
 
     class Meta:
         ordering = ["start", "id"]
         verbose_name = _("usage record")
         verbose_name_plural = _("usage records")
-        indexes = [models.Index(fields=["project", "start"])]
+        indexes = [
+            models.Index(fields=["project", "start"]),
+            # What billing reads live beside the rollups: open runs and runs not yet rolled up.
+            models.Index(
+                fields=["start"], condition=models.Q(rolled_up=False), name="usage_not_rolled_up"
+            ),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["instance"],
