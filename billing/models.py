@@ -247,3 +247,56 @@ class SpendSnapshot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.project_id} {self.period:%Y-%m}: {self.amount} as of {self.as_of}"
+
+
+class UsageRollup(models.Model):
+    """Billed GPU-seconds of closed usage runs in one period, per project and usage key
+    (``billing.periods.GROUP_FIELDS``): what a statement needs of other projects' usage
+    without reading their runs. Written only by ``billing.rollups``; open runs and runs not
+    rolled up yet are read live beside it."""
+
+    period = models.DateField(_("period"))
+    project = models.ForeignKey("portal.Project", on_delete=models.CASCADE, related_name="+")
+    gpu_model = models.ForeignKey(
+        "rental.GpuModel", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    market = models.CharField(_("market"), max_length=16)
+    tier = models.CharField(_("tier"), max_length=16)
+    rate = models.DecimalField(_("rate per GPU-hour"), max_digits=12, decimal_places=6)
+    currency = models.CharField(_("currency"), max_length=3)
+    exchange_rate = models.DecimalField(_("exchange rate"), max_digits=20, decimal_places=8)
+    exchange_rate_ref = models.ForeignKey(
+        "rental.ExchangeRate",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,
+    )
+    gpu_seconds = models.BigIntegerField(_("GPU-seconds"))
+    runs = models.PositiveIntegerField(_("runs"))
+
+    class Meta:
+        verbose_name = _("usage rollup")
+        verbose_name_plural = _("usage rollups")
+        indexes = [models.Index(fields=["period", "gpu_model"])]
+
+    def __str__(self) -> str:
+        return f"{self.period:%Y-%m} project {self.project_id}: {self.gpu_seconds} GPU-s"
+
+
+class RolledPeriod(models.Model):
+    """One period's rollup state: the latest end of a run in it (a computation as of an
+    earlier moment cannot use the rollups) and a version bumped by every roll-up that
+    touches it, so a reader sees the rollups and the live runs from one moment."""
+
+    period = models.DateField(_("period"), unique=True)
+    through = models.DateTimeField(_("rolled up through"))
+    version = models.PositiveBigIntegerField(_("version"), default=0)
+
+    class Meta:
+        verbose_name = _("rolled-up period")
+        verbose_name_plural = _("rolled-up periods")
+
+    def __str__(self) -> str:
+        return f"{self.period:%Y-%m} through {self.through:%Y-%m-%d %H:%M:%S} (v{self.version})"

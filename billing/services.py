@@ -1,6 +1,7 @@
 """State changes of the money side: closing a period, sign-off and disputes, corrections,
 budgets and their alerts. One transaction each, an audit event each, mail on commit."""
 
+import logging
 from datetime import date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -13,18 +14,20 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
-from billing import spend
+from billing import rollups, spend
 from billing.apportion import Line
 from billing.models import LineDispute, Statement, StatementLine
 from billing.money import AMOUNT_LIMIT, CENT, RATE_PLACES
 from billing.periods import period_end, period_start
 from billing.selectors import manual_lines
-from billing.statements import compute_period
+from billing.statements import PeriodLines, compute_period
 from portal import access, audit, notifications
 from portal.errors import Conflict, InvalidInput, InvalidTransition, NotPermitted
 from portal.models import FINANCE_GROUP, AuditEvent, Membership, Project
 from portal.phrases import Joined, Phrase
 from portal.text import COMMENT_LENGTH, plain_text
+
+log = logging.getLogger(__name__)
 
 SOURCE = "web"
 
@@ -80,7 +83,8 @@ def close_period(*, period: date | datetime, actor: Any = None, now: datetime | 
             % {"period": _period_label(start)},
             code="period_open",
         )
-    computed = compute_period(period=start, now=now)
+    computed = compute_period(period=start, now=now, from_usage=True)
+    _check_rollups(computed, now=now)
     project_ids = set(Project.objects.filter(is_active=True).values_list("pk", flat=True))
     project_ids |= {p for p in computed.lines if p is not None}
     project_ids |= set(
@@ -220,12 +224,30 @@ def closes_at(period: date | datetime) -> datetime:
     return period_end(period_start(period)) + timedelta(hours=settings.PORTAL_STATEMENT_GRACE_HOURS)
 
 
+def _check_rollups(computed: PeriodLines, *, now: datetime) -> None:
+    """A closing month's lines come from its usage runs; the rollups its draft statements
+    were read from must give the very same lines. A difference is a defect, logged in full
+    (the closed lines are the runs', whatever the rollups say)."""
+    drafted = compute_period(period=computed.start, now=now)
+    if drafted.lines != computed.lines or drafted.pools != computed.pools:
+        log.error(
+            "usage rollups of %s differ from its usage runs: %s lines from the runs, "
+            "%s from the rollups; total %s against %s",
+            computed.start.strftime("%Y-%m"),
+            sum(len(lines) for lines in computed.lines.values()),
+            sum(len(lines) for lines in drafted.lines.values()),
+            computed.total(),
+            drafted.total(),
+        )
+
+
 def close_due_periods(*, now: datetime | None = None) -> int:
     """The periodic task's work: close last month once its grace has passed."""
     now = now or timezone.now()
     previous = period_start(period_start(now) - timedelta(days=1))
     if now < closes_at(previous):
         return 0
+    rollups.roll_up_usage()
     statements = Statement.objects.filter(period=previous.date())
     already_closed = statements.exclude(status=Statement.Status.DRAFT).exists()
     if already_closed and not statements.filter(status=Statement.Status.DRAFT).exists():

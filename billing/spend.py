@@ -24,6 +24,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from billing import rollups
 from billing.models import SpendSnapshot
 from billing.money import AMOUNT_LIMIT
 from billing.periods import period_start
@@ -34,10 +35,12 @@ log = logging.getLogger(__name__)
 
 
 def refresh(*, now: datetime | None = None) -> int:
-    """Recompute every active project's month-to-date spend (one full computation) and
-    store it. Returns the number of rows written. A spend too large for the column (prices
-    or counts stored at their columns' edge) is not written but reported; that project's
-    cap then computes its spend in full, and the other projects' rows are written."""
+    """Roll the closed usage up (``billing.rollups``), then recompute every active
+    project's month-to-date spend (one full computation) and store it. Returns the number
+    of rows written. A spend too large for the column (prices or counts stored at their
+    columns' edge) is not written but reported; that project's cap then computes its spend
+    in full, and the other projects' rows are written."""
+    rollups.roll_up_usage()
     now = now or timezone.now()
     period = period_start(now).date()
     projects = dict(Project.objects.filter(is_active=True).values_list("pk", "slug"))

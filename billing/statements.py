@@ -8,6 +8,7 @@ same lines, in the same order, to the last digit.
 """
 
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -15,6 +16,7 @@ from decimal import Decimal
 from django.db import connection
 from django.utils.translation import gettext as _
 
+from billing import rollups
 from billing.apportion import (
     SHARED_RESIDUAL,
     UNBILLED,
@@ -120,14 +122,41 @@ class PeriodLines:
         )
 
 
+def _summed_usage(
+    *, start: datetime, covered_end: datetime, now: datetime, in_database: bool, live_only: bool
+) -> Iterator[tuple[dict, int]]:
+    """The period's usage runs (or only those not rolled up) summed per usage key, as
+    (key fields, GPU-seconds) pairs: in the database on PostgreSQL (one aggregate query),
+    row by row elsewhere (the SQLite demo); both follow the same rule, to the second."""
+    if in_database:
+        records = (
+            billing_reads.usage_for_rollup(start=start, end=covered_end)
+            if live_only
+            else billing_reads.usage_for_period(start=start, end=covered_end)
+        )
+        for row in aggregate_billed_seconds(records, start=start, end=covered_end, now=now):
+            yield row, int(row["gpu_seconds"] or 0)
+    else:
+        for run in billing_reads.usage_rows_for_period(
+            start=start, end=covered_end, not_rolled_up=live_only
+        ):
+            seconds = billed_seconds(run, start=start, end=covered_end, now=now) * run.gpu_count
+            yield run._asdict(), seconds
+
+
 def compute_period(
-    *, period: date | datetime, now: datetime, in_database: bool | None = None
+    *,
+    period: date | datetime,
+    now: datetime,
+    in_database: bool | None = None,
+    from_usage: bool = False,
 ) -> PeriodLines:
     """All computed lines of a period as of ``now`` (the part elapsed while it is open).
 
-    Billed seconds are summed in the database on PostgreSQL (one aggregate query over the
-    month's usage) and row by row elsewhere (the SQLite demo); both follow the same rule
-    and give the same figures. Manual lines (adjustments and credits) are not computed;
+    Usage comes from the period's rollups plus the runs not rolled up yet
+    (``billing.rollups``); ``from_usage`` reads every run of the month instead, as closing
+    does, and so does a computation as of a moment the rollups have passed. Both give the
+    same lines, to the digit. Manual lines (adjustments and credits) are not computed;
     they live in the database.
     """
     if in_database is None:
@@ -139,19 +168,22 @@ def compute_period(
     usage: dict[int, dict[int, dict[UsageKey, int]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(int))
     )
-    if in_database:
-        records = billing_reads.usage_for_period(start=start, end=covered_end)
-        for row in aggregate_billed_seconds(records, start=start, end=covered_end, now=now):
-            seconds = int(row["gpu_seconds"] or 0)
-            if seconds:
-                key = _usage_key(row)
-                usage[row["gpu_model_id"]][row["project_id"]][key] += seconds
-    else:
-        for run in billing_reads.usage_rows_for_period(start=start, end=covered_end):
-            seconds = billed_seconds(run, start=start, end=covered_end, now=now) * run.gpu_count
-            if seconds:
-                key = _usage_key(run._asdict())
-                usage[run.gpu_model_id][run.project_id][key] += seconds
+
+    def summed(live_only: bool) -> Iterator[tuple[dict, int]]:
+        return _summed_usage(
+            start=start,
+            covered_end=covered_end,
+            now=now,
+            in_database=in_database,
+            live_only=live_only,
+        )
+
+    found = (
+        None if from_usage else rollups.read_usage(start=start, now=now, live=lambda: summed(True))
+    )
+    for row, seconds in found if found is not None else summed(False):
+        if seconds:
+            usage[row["gpu_model_id"]][row["project_id"]][_usage_key(row)] += seconds
     windows: dict[int, list[ReservedWindow]] = defaultdict(list)
     rates = RateTable()
     for row in billing_reads.reserved_windows_for_period(start=start, end=covered_end):

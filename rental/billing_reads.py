@@ -48,24 +48,28 @@ USAGE_ROW_FIELDS = (
 
 
 def usage_rows_for_period(
-    *, start: datetime, end: datetime, project_ids: Iterable[int] | None = None
+    *,
+    start: datetime,
+    end: datetime,
+    project_ids: Iterable[int] | None = None,
+    not_rolled_up: bool = False,
 ):
     """The usage that may bill in [start, end) as plain rows, in one query, with the lease
     and requester each run belongs to (for statements, drill-down and spend per requester).
+    ``not_rolled_up``: only the runs billing has not rolled up (open ones, recent ones).
 
     Each row has the ``USAGE_ROW_FIELDS`` and ``instance_id, reservation_id,
     requester_id``.
     """
-    return (
-        usage_for_period(start=start, end=end, project_ids=project_ids)
-        .select_related(None)
-        .values_list(
-            *USAGE_ROW_FIELDS,
-            "instance_id",
-            "instance__reservation_id",
-            "instance__reservation__requester_id",
-            named=True,
-        )
+    records = usage_for_period(start=start, end=end, project_ids=project_ids)
+    if not_rolled_up:
+        records = records.filter(rolled_up=False)
+    return records.select_related(None).values_list(
+        *USAGE_ROW_FIELDS,
+        "instance_id",
+        "instance__reservation_id",
+        "instance__reservation__requester_id",
+        named=True,
     )
 
 
@@ -165,6 +169,29 @@ def unbilled_for_period(*, start: datetime, end: datetime) -> list[dict]:
         .order_by("start", "id")
         .values("gpu_model_id", "gpu_count", "start", "end", "rate", "currency", "exchange_rate")
     )
+
+
+def usage_for_rollup(*, start: datetime, end: datetime):
+    """The runs billing has not rolled up that may bill in [start, end), as a queryset for
+    its aggregate (read through the partial index on runs not rolled up)."""
+    return usage_for_period(start=start, end=end).filter(rolled_up=False)
+
+
+def claim_usage_to_roll_up(*, limit: int) -> list:
+    """Within the caller's transaction: up to ``limit`` closed runs not rolled up yet, as
+    plain rows, locked (runs another roll-up holds are skipped, not waited for)."""
+    return list(
+        UsageRecord.objects.select_for_update(skip_locked=True)
+        .filter(rolled_up=False, end__isnull=False)
+        .order_by("id")
+        .values_list(*USAGE_ROW_FIELDS, named=True)[:limit]
+    )
+
+
+def mark_rolled_up(ids: Iterable[int]) -> int:
+    """Within the caller's transaction, with the runs claimed: billing has added these
+    closed runs to its rollups. The one write billing makes to the compute side's rows."""
+    return UsageRecord.objects.filter(pk__in=list(ids), end__isnull=False).update(rolled_up=True)
 
 
 def lease_usage_rows(reservation_id: int):

@@ -1,0 +1,168 @@
+"""Usage rollups: each period's billed GPU-seconds per project and usage key, kept in step
+with the usage, so that one project's statement does not read the whole company's month.
+
+A statement's lines depend on other projects' usage (the unassigned commitment is split by
+burst use, ``by_usage`` pools by everyone's GPU-seconds), so a month's figures need every
+project's seconds per usage key. Closed runs never change, so their seconds are added once
+to ``UsageRollup`` rows per period and the run is marked rolled up, in one transaction; a
+reader adds the runs not rolled up yet (open runs, runs closed since the last roll-up: a few
+thousand, read through a partial index) with the same rule (``billing.periods``). Every run
+is thus counted exactly once: in the rollups or live, never both, never neither.
+
+- The roll-up runs with each spend refresh (every minute) and before a month closes.
+- A roll-up takes the period's ``RolledPeriod`` row lock and bumps its version; a reader
+  checks the version before and after its reads and reads again when it moved, so rollups
+  and live runs are always seen from one moment.
+- A computation as of a moment before the latest rolled-up run's end (a replay) cannot
+  use the rollups; it reads the month's runs, as closing does.
+- Closing a month computes its lines from the runs themselves and checks that the rollups
+  give the same lines, to the digit (``billing.services.close_period``).
+"""
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+
+from billing.models import RolledPeriod, UsageRollup
+from billing.periods import billed_seconds, period_end, period_start
+from rental import billing_reads
+
+ROLL_UP_BATCH = 20_000
+# Reads retried when a roll-up commits between them, before reading the month's runs.
+READ_ATTEMPTS = 3
+
+# A rollup row's key: what a statement's usage line is per (``billing.periods.GROUP_FIELDS``).
+KEY_FIELDS = (
+    "project_id",
+    "gpu_model_id",
+    "market",
+    "tier",
+    "rate",
+    "currency",
+    "exchange_rate",
+    "exchange_rate_ref_id",
+)
+
+
+def _periods(run: Any) -> Iterable[datetime]:
+    """The periods a closed run may bill in: from the one it began in to the one it ended
+    in (a run ending exactly at a month's start owes any top-up to the month before)."""
+    period = period_start(run.start)
+    last = period_start(run.end)
+    while period <= last:
+        yield period
+        period = period_end(period)
+
+
+def _key(run: Any) -> tuple:
+    return tuple(getattr(run, name) for name in KEY_FIELDS)
+
+
+def roll_up_usage(*, batch: int = ROLL_UP_BATCH) -> int:
+    """Add every closed run not rolled up yet to its periods' rollups, ``batch`` runs a
+    transaction. Returns the number of runs rolled up. Safe to run twice at once: runs
+    another roll-up has claimed are skipped, and each period's rows are merged under its
+    lock."""
+    done = 0
+    while True:
+        with transaction.atomic():
+            runs = billing_reads.claim_usage_to_roll_up(limit=batch)
+            if runs:
+                _add(runs)
+                billing_reads.mark_rolled_up(run.id for run in runs)
+        done += len(runs)
+        if len(runs) < batch:
+            return done
+
+
+def _add(runs: list) -> None:
+    """Within the caller's transaction: the runs' billed seconds, merged into the rollups."""
+    sums: dict[datetime, dict[tuple, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+    through: dict[datetime, datetime] = {}
+    for run in runs:
+        for period in _periods(run):
+            seconds = billed_seconds(run, start=period, end=period_end(period), now=run.end)
+            through[period] = max(through.get(period, run.end), run.end)
+            if seconds:
+                row = sums[period][_key(run)]
+                row[0] += seconds * run.gpu_count
+                row[1] += 1
+    days = sorted(period.date() for period in through)
+    RolledPeriod.objects.bulk_create(
+        [RolledPeriod(period=day, through=through[period_start(day)]) for day in days],
+        ignore_conflicts=True,
+    )
+    # The periods' locks, in one order, so two roll-ups never wait on each other in a circle.
+    states = list(
+        RolledPeriod.objects.select_for_update().filter(period__in=days).order_by("period")
+    )
+    for state in states:
+        start = period_start(state.period)
+        _merge(state.period, sums.get(start, {}))
+        RolledPeriod.objects.filter(pk=state.pk).update(
+            through=max(state.through, through[start]), version=F("version") + 1
+        )
+
+
+def _merge(day: Any, sums: dict[tuple, list[int]]) -> None:
+    """One period's new seconds into its rows (the period's lock is held)."""
+    if not sums:
+        return
+    rows = {
+        _key(row): row
+        for row in UsageRollup.objects.filter(period=day).only(*KEY_FIELDS, "gpu_seconds", "runs")
+    }
+    changed, added = [], []
+    for key, (seconds, runs) in sums.items():
+        row = rows.get(key)
+        if row is None:
+            added.append(
+                UsageRollup(
+                    period=day,
+                    gpu_seconds=seconds,
+                    runs=runs,
+                    **dict(zip(KEY_FIELDS, key, strict=True)),
+                )
+            )
+        else:
+            row.gpu_seconds += seconds
+            row.runs += runs
+            changed.append(row)
+    UsageRollup.objects.bulk_update(changed, ["gpu_seconds", "runs"], batch_size=1000)
+    UsageRollup.objects.bulk_create(added, batch_size=1000)
+
+
+def usable(*, start: datetime, now: datetime, through: datetime | None) -> bool:
+    """Whether the rollups can serve a computation of the period starting ``start`` as of
+    ``now``: every rolled-up run in it had ended by then (or the period has)."""
+    return through is None or now >= through or now >= period_end(start)
+
+
+def read_usage(
+    *,
+    start: datetime,
+    now: datetime,
+    live: Callable[[], Iterable[tuple[dict, int]]],
+) -> list[tuple[dict, int]] | None:
+    """The period's usage as (key fields, GPU-seconds) pairs: its rollups plus ``live()``
+    (the runs not rolled up, summed by the caller's rule), from one moment. None when the
+    rollups cannot serve ``now`` (the caller then reads the month's runs)."""
+    day = start.date()
+    for _attempt in range(READ_ATTEMPTS):
+        state = RolledPeriod.objects.filter(period=day).values_list("through", "version").first()
+        through, version = state or (None, 0)
+        if not usable(start=start, now=now, through=through):
+            return None
+        found = [
+            (row, row["gpu_seconds"])
+            for row in UsageRollup.objects.filter(period=day).values(*KEY_FIELDS, "gpu_seconds")
+        ]
+        found += list(live())
+        after = RolledPeriod.objects.filter(period=day).values_list("version", flat=True).first()
+        if (after or 0) == version:
+            return found
+    return None
