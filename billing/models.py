@@ -300,3 +300,30 @@ class RolledPeriod(models.Model):
 
     def __str__(self) -> str:
         return f"{self.period:%Y-%m} through {self.through:%Y-%m-%d %H:%M:%S} (v{self.version})"
+
+
+class DraftLines(models.Model):
+    """One project's computed lines of the open month as of a moment, written for every
+    project at once by the minute's spend refresh, so a statement page reads its own lines
+    rather than computing every project's. ``project_key`` 0 is the platform's row, written
+    at every refresh (it also carries the pools' figures): its ``as_of`` says how fresh the
+    period's rows are. Manual lines are not here; they are read live beside these."""
+
+    PLATFORM = 0
+
+    period = models.DateField(_("period"))
+    project_key = models.IntegerField(_("project"))
+    as_of = models.DateTimeField(_("as of"))
+    covered_end = models.DateTimeField(_("computed to"))
+    lines = models.JSONField(_("lines"), default=list)
+    pools = models.JSONField(_("pools"), default=dict)
+
+    class Meta:
+        verbose_name = _("draft lines")
+        verbose_name_plural = _("draft lines")
+        constraints = [
+            models.UniqueConstraint(fields=["period", "project_key"], name="one_draft_lines"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.period:%Y-%m} project {self.project_key} as of {self.as_of}"

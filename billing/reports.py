@@ -16,10 +16,10 @@ from django.conf import settings
 from django.db.models import Min, Sum
 from django.utils.translation import gettext as _
 
+from billing import drafts
 from billing.models import Statement, StatementLine
 from billing.money import SECONDS_PER_HOUR, quantize, to_billing_currency
 from billing.periods import period_start, whole_seconds
-from billing.statements import compute_period
 from portal.models import Project
 from rental import billing_reads
 from rental.models import GpuModel, Pool
@@ -100,7 +100,9 @@ def trend(*, project_id: int, now: datetime, months: int = 12) -> list[TrendMont
     current = periods[-1]
     if current.date() not in closed:
         names = dict(GpuModel.objects.values_list("pk", "name"))
-        draft = compute_period(period=current, now=now).for_project(project_id)
+        draft = drafts.kept_or_computed(
+            start=current, now=now, project_ids=[project_id]
+        ).for_project(project_id)
         per_model: dict[str, Decimal] = defaultdict(lambda: Decimal("0.00"))
         for line in draft:
             per_model[names.get(line.gpu_model_id, other)] += line.amount

@@ -15,7 +15,9 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from billing import drafts
 from billing.currency import rates_used
+from billing.drafts import Kept
 from billing.models import Budget, Statement, StatementLine
 from billing.money import SECONDS_PER_HOUR, gpu_seconds_cost, quantize
 from billing.periods import (  # noqa: F401  (the public names of billed time live here too)
@@ -25,7 +27,7 @@ from billing.periods import (  # noqa: F401  (the public names of billed time li
     period_start,
     whole_seconds,
 )
-from billing.statements import compute_period
+from billing.statements import PeriodLines, compute_period
 from billing.thresholds import readable_thresholds
 from rental import billing_reads
 from rental.models import GpuModel
@@ -143,10 +145,15 @@ def manual_lines(*, project_ids: Iterable[int] | None, period: datetime) -> dict
 
 
 def draft_statement(
-    *, project_id: int, period: date | datetime | None = None, now: datetime | None = None
+    *,
+    project_id: int,
+    period: date | datetime | None = None,
+    now: datetime | None = None,
+    kept: bool = False,
 ) -> StatementView:
     """A project's statement for a month: the live preview while open (P1), the stored
-    lines once closed."""
+    lines once closed. ``kept``: the open month's lines as of the last spend refresh may
+    serve (``billing.drafts``; at most a refresh old) instead of computing the month."""
     now = now or timezone.now()
     start = period_start(period or now)
     statement = Statement.objects.filter(project_id=project_id, period=start.date()).first()
@@ -159,7 +166,11 @@ def draft_statement(
             status=statement.status,
             statement=statement,
         )
-    computed = compute_period(period=start, now=now)
+    computed = (
+        drafts.kept_or_computed(start=start, now=now, project_ids=[project_id])
+        if kept
+        else compute_period(period=start, now=now)
+    )
     lines = computed.for_project(project_id) + manual_lines(
         project_ids=[project_id], period=start
     ).get(project_id, [])
@@ -181,10 +192,13 @@ def draft_statement(
 def month_to_date(*, project_ids: Iterable[int], now: datetime | None = None) -> dict[int, Decimal]:
     """Each project's accrued charges this month (BU2 actual), in one pass over the usage."""
     now = now or timezone.now()
+    return totals(compute_period(period=period_start(now), now=now), project_ids=project_ids)
+
+
+def totals(computed: PeriodLines | Kept, *, project_ids: Iterable[int]) -> dict[int, Decimal]:
+    """Each project's total of a month's computed lines and its manual lines so far."""
     project_ids = list(project_ids)
-    start = period_start(now)
-    computed = compute_period(period=start, now=now)
-    manual = manual_lines(project_ids=project_ids, period=start)
+    manual = manual_lines(project_ids=project_ids, period=computed.start)
     totals = {}
     for project_id in project_ids:
         lines = computed.for_project(project_id) + manual.get(project_id, [])

@@ -16,6 +16,7 @@ So the cap acts on spend at most one refresh interval old, exact to the cent as 
 """
 
 import logging
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -24,11 +25,12 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from billing import rollups
+from billing import drafts, rollups
 from billing.models import SpendSnapshot
 from billing.money import AMOUNT_LIMIT
 from billing.periods import period_start
-from billing.selectors import month_to_date
+from billing.selectors import month_to_date, totals
+from billing.statements import compute_period
 from portal.models import Project
 
 log = logging.getLogger(__name__)
@@ -44,10 +46,12 @@ def refresh(*, now: datetime | None = None) -> int:
     now = now or timezone.now()
     period = period_start(now).date()
     projects = dict(Project.objects.filter(is_active=True).values_list("pk", "slug"))
-    totals = month_to_date(project_ids=list(projects), now=now)
+    computed = compute_period(period=period_start(now), now=now)
+    drafts.store(computed, now=now)
+    spent = totals(computed, project_ids=list(projects))
     rows = []
     for project_id, slug in projects.items():
-        amount = totals.get(project_id, Decimal("0.00"))
+        amount = spent.get(project_id, Decimal("0.00"))
         if abs(amount) >= AMOUNT_LIMIT:
             log.warning("spend of project %s not kept: %s has more than 14 digits", slug, amount)
             continue
@@ -74,18 +78,28 @@ def add_manual_line(*, project_id: int, period: datetime, amount: Decimal) -> No
 def spend_now(*, project_id: int, now: datetime) -> Decimal:
     """The project's month-to-date spend for the cap: the snapshot when fresh (one indexed
     row), else the full computation."""
+    return spent_now(project_ids=[project_id], now=now)[project_id]
+
+
+def spent_now(*, project_ids: Iterable[int], now: datetime) -> dict[int, Decimal]:
+    """The projects' month-to-date spend: their fresh snapshots (one query), and the full
+    computation for any project without one."""
+    project_ids = list(project_ids)
     max_age = timedelta(seconds=settings.PORTAL_SPEND_SNAPSHOT_MAX_AGE_SECONDS)
-    amount = (
+    found = dict(
         SpendSnapshot.objects.filter(
-            project_id=project_id,
+            project_id__in=project_ids,
             period=period_start(now).date(),
             as_of__lte=now,
             as_of__gte=now - max_age,
-        )
-        .values_list("amount", flat=True)
-        .first()
+        ).values_list("project_id", "amount")
     )
-    if amount is not None:
-        return amount
-    log.warning("no fresh spend snapshot for project %s; computing it in full", project_id)
-    return month_to_date(project_ids=[project_id], now=now).get(project_id, Decimal("0.00"))
+    missing = [project_id for project_id in project_ids if project_id not in found]
+    if missing:
+        log.warning(
+            "no fresh spend snapshot for project %s; computing it in full",
+            ", ".join(str(project_id) for project_id in missing),
+        )
+        computed = month_to_date(project_ids=missing, now=now)
+        found.update({p: computed.get(p, Decimal("0.00")) for p in missing})
+    return found

@@ -16,7 +16,8 @@ from django.views.decorators.http import require_POST
 from billing import budgets, linewords
 from billing.forms import BudgetForm
 from billing.models import Budget
-from billing.selectors import draft_statement, lease_cost, month_to_date
+from billing.selectors import draft_statement, lease_cost
+from billing.spend import spent_now
 from billing.thresholds import readable_thresholds
 from portal import access
 from portal.errors import DomainError, form_again, put_on_form
@@ -73,7 +74,7 @@ def _spend_context(
     """The project page's spend section: this month's draft, the budget's chart and the
     budget's form (``budget_form``: a refused one, as it was sent)."""
     now = timezone.now()
-    view = draft_statement(project_id=project.pk, now=now)
+    view = draft_statement(project_id=project.pk, now=now, kept=True)
     budget = Budget.objects.filter(project=project).first()
     chart = None
     thresholds_problem = ""
@@ -138,7 +139,7 @@ def panel_spend(request: HttpRequest) -> HttpResponse:
     if not projects:
         return HttpResponse("")
     now = timezone.now()
-    spend = month_to_date(project_ids=[project.pk for project in projects], now=now)
+    spend = spent_now(project_ids=[project.pk for project in projects], now=now)
     rows = sorted(
         ((project, spend.get(project.pk)) for project in projects),
         key=lambda row: (-(row[1] or Decimal(0)), row[0].name),

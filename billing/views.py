@@ -15,7 +15,7 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from billing import explain, exports, linewords, services
+from billing import drafts, explain, exports, linewords, services
 from billing import reports as billing_reports
 from billing.forms import AnswerForm, DisputeForm
 from billing.models import LineDispute, Statement, StatementLine
@@ -29,7 +29,6 @@ from billing.selectors import (
     period_start,
     spend_per_requester,
 )
-from billing.statements import compute_period
 from portal import access
 from portal.errors import DomainError, form_again, put_on_form
 from portal.models import Project
@@ -71,7 +70,7 @@ def statement(request: HttpRequest, slug: str) -> HttpResponse:
     except ValueError as invalid:
         error, period = str(invalid), None
     now = timezone.now()
-    view = draft_statement(project_id=project.pk, period=period, now=now)
+    view = draft_statement(project_id=project.pk, period=period, now=now, kept=True)
     with translation.override(exports.LANGUAGE):
         exported = _export_response(
             request,
@@ -167,7 +166,10 @@ def _statement_again(
     with ``own``)."""
     now = timezone.now()
     view = draft_statement(
-        project_id=statement.project.pk, period=parse_period(f"{statement.period:%Y-%m}"), now=now
+        project_id=statement.project.pk,
+        period=parse_period(f"{statement.period:%Y-%m}"),
+        now=now,
+        kept=True,
     )
     context = _statement_context(request, statement.project, view, now=now, **forms)
     context.update(own)
@@ -185,7 +187,7 @@ def line_detail(request: HttpRequest, slug: str, period: str, index: int) -> Htt
     except ValueError:
         raise Http404 from None
     now = timezone.now()
-    view = draft_statement(project_id=project.pk, period=month, now=now)
+    view = draft_statement(project_id=project.pk, period=month, now=now, kept=True)
     if not 0 <= index < len(view.lines):
         raise Http404
     line = view.lines[index]
@@ -375,7 +377,7 @@ def finance_statements(*, start: datetime, now: datetime) -> list[exports.Export
     computed = None
     manual: dict[int, list] = {}
     if not stored or any(p.is_active and p.pk not in stored for p in projects.values()):
-        computed = compute_period(period=start, now=now)
+        computed = drafts.kept_or_computed(start=start, now=now, project_ids=None)
         manual = manual_lines(project_ids=None, period=start)
     for project_id, project in projects.items():
         if project_id in stored:

@@ -9,11 +9,14 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.conf import settings
 from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
-from billing import rollups
+from billing import drafts, rollups, spend
 from billing.models import RolledPeriod, Statement, UsageRollup
+from billing.periods import period_start
 from billing.selectors import draft_statement
 from billing.services import close_period
 from billing.statements import compute_period
@@ -203,3 +206,42 @@ def test_closing_checks_the_rollups_against_the_runs(f0, caplog):
         assert statement.total == sum(
             (line.amount for line in may.for_project(statement.project_id)), Decimal("0.00")
         )
+
+
+def test_kept_lines_are_the_computed_lines_to_the_digit(f0):
+    """The refresh keeps every project's lines; read back they equal what it computed."""
+    commit_capacity(f0, mode="hybrid")
+    rng = random.Random(21)
+    now = timezone.now()
+    awkward_runs(f0, rng, 80, around=now - timedelta(days=2))
+    spend.refresh(now=now)
+    computed = compute_period(period=now, now=now)
+    kept = drafts.read(start=period_start(now), now=now, project_ids=None)
+    assert kept is not None
+    assert kept.lines == computed.lines
+    assert kept.pools == computed.pools
+    assert kept.covered_end == computed.covered_end
+    one = drafts.read(start=period_start(now), now=now, project_ids=[f0.beta.pk])
+    assert one.for_project(f0.beta.pk) == computed.for_project(f0.beta.pk)
+    assert f0.alpha.pk not in one.lines
+
+
+def test_a_statement_page_reads_its_kept_lines_and_adds_manual_ones_live(f0, client):
+    commit_capacity(f0, mode="hybrid")
+    now = timezone.now()
+    awkward_runs(f0, random.Random(22), 60, around=now - timedelta(days=2))
+    spend.refresh(now=now)
+    client.force_login(f0.alpha_manager)
+    url = f"/billing/projects/{f0.alpha.slug}/statement/"
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(url).status_code == 200
+    assert not [q for q in queries if '"rental_usagerecord"' in q["sql"] and "GROUP BY" in q["sql"]]
+    kept = draft_statement(project_id=f0.alpha.pk, now=timezone.now(), kept=True)
+    assert kept.lines == compute_period(period=now, now=now).for_project(f0.alpha.pk)
+    # Too old, or written after the moment asked for: computed in full.
+    later = now + timedelta(seconds=settings.PORTAL_SPEND_SNAPSHOT_MAX_AGE_SECONDS + 1)
+    assert drafts.read(start=period_start(now), now=later, project_ids=None) is None
+    assert (
+        drafts.read(start=period_start(now), now=now - timedelta(seconds=1), project_ids=None)
+        is None
+    )
