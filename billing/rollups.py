@@ -142,6 +142,14 @@ def usable(*, start: datetime, now: datetime, through: datetime | None) -> bool:
     return through is None or now >= through or now >= period_end(start)
 
 
+def serve(*, start: datetime, now: datetime) -> bool:
+    """Whether the period starting ``start`` has rollups that can serve ``now``."""
+    through = (
+        RolledPeriod.objects.filter(period=start.date()).values_list("through", flat=True).first()
+    )
+    return through is not None and usable(start=start, now=now, through=through)
+
+
 def read_usage(
     *,
     start: datetime,
