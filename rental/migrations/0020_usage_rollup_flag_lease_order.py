@@ -16,7 +16,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='usagerecord',
             name='rolled_up',
-            field=models.BooleanField(default=False, editable=False, verbose_name='rolled up'),
+            field=models.BooleanField(db_default=False, default=False, editable=False, verbose_name='rolled up'),
         ),
         migrations.AddIndex(
             model_name='reservation',

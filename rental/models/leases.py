@@ -232,6 +232,17 @@ class Reservation(models.Model):
                 models.F("id").desc(),
                 name="lease_project_newest_first",
             ),
+            # A person's leases in a project, newest first: their last request (the
+            # request form opens on it), their leases in progress (the dashboard's panel).
+            models.Index(
+                "requester",
+                "project",
+                models.F("submitted_at").desc(),
+                models.F("id").desc(),
+                name="lease_requester_newest_first",
+            ),
+            # The requests waiting for approval, oldest first, and the lists of one status.
+            models.Index(fields=["status", "submitted_at", "id"], name="lease_status_oldest_first"),
         ]
         constraints = [
             models.CheckConstraint(
@@ -420,7 +431,9 @@ class UsageRecord(models.Model):
     )
     # Set by billing once this closed run's seconds are in its period rollups; a closed
     # run is never changed after that. Open runs are never rolled up.
-    rolled_up = models.BooleanField(_("rolled up"), default=False, editable=False)
+    rolled_up = models.BooleanField(
+        _("rolled up"), default=False, db_default=False, editable=False
+    )
 
     class Meta:
         ordering = ["start", "id"]
