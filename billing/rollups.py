@@ -24,12 +24,14 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
 from billing.models import RolledPeriod, UsageRollup
-from billing.periods import billed_seconds, period_end, period_start
+from billing.periods import billed_seconds, period_end, period_start, whole_seconds
 from rental import billing_reads
+from rental.models.leases import PLATFORM_ENDED
 
 ROLL_UP_BATCH = 20_000
 # Reads retried when a roll-up commits between them, before reading the month's runs.
@@ -67,25 +69,39 @@ def roll_up_usage(*, batch: int = ROLL_UP_BATCH) -> int:
     transaction. Returns the number of runs rolled up. Safe to run twice at once: runs
     another roll-up has claimed are skipped, and each period's rows are merged under its
     lock."""
-    done = 0
+    done = after = 0
     while True:
         with transaction.atomic():
-            runs = billing_reads.claim_usage_to_roll_up(limit=batch)
+            runs = billing_reads.claim_usage_to_roll_up(after=after, limit=batch)
             if runs:
                 _add(runs)
                 billing_reads.mark_rolled_up(run.id for run in runs)
         done += len(runs)
         if len(runs) < batch:
             return done
+        after = runs[-1].id  # onwards: a run skipped here is taken by the next roll-up
 
 
 def _add(runs: list) -> None:
     """Within the caller's transaction: the runs' billed seconds, merged into the rollups."""
     sums: dict[datetime, dict[tuple, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     through: dict[datetime, datetime] = {}
+    minimum = settings.PORTAL_MINIMUM_BILLED_SECONDS
     for run in runs:
-        for period in _periods(run):
-            seconds = billed_seconds(run, start=period, end=period_end(period), now=run.end)
+        first = period_start(run.start)
+        if first == period_start(run.end):
+            # Most runs begin and end in one period: all their seconds are billed there,
+            # topped up to the minimum when short and not ended by the platform (B1).
+            seconds = whole_seconds(run.end - run.start)
+            if seconds < minimum and run.end_reason not in PLATFORM_ENDED:
+                seconds = minimum
+            parts = [(first, seconds)]
+        else:
+            parts = [
+                (period, billed_seconds(run, start=period, end=period_end(period), now=run.end))
+                for period in _periods(run)
+            ]
+        for period, seconds in parts:
             through[period] = max(through.get(period, run.end), run.end)
             if seconds:
                 row = sums[period][_key(run)]

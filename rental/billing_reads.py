@@ -177,12 +177,13 @@ def usage_for_rollup(*, start: datetime, end: datetime):
     return usage_for_period(start=start, end=end).filter(rolled_up=False)
 
 
-def claim_usage_to_roll_up(*, limit: int) -> list:
-    """Within the caller's transaction: up to ``limit`` closed runs not rolled up yet, as
-    plain rows, locked (runs another roll-up holds are skipped, not waited for)."""
+def claim_usage_to_roll_up(*, after: int, limit: int) -> list:
+    """Within the caller's transaction: up to ``limit`` closed runs not rolled up yet with
+    an id above ``after``, in id order, as plain rows, locked (runs another roll-up holds
+    are skipped, not waited for). Read through the partial index on runs not rolled up."""
     return list(
         UsageRecord.objects.select_for_update(skip_locked=True)
-        .filter(rolled_up=False, end__isnull=False)
+        .filter(rolled_up=False, end__isnull=False, id__gt=after)
         .order_by("id")
         .values_list(*USAGE_ROW_FIELDS, named=True)[:limit]
     )
@@ -252,14 +253,15 @@ def idle_hours(*, start: datetime, end: datetime, project_ids: Iterable[int]) ->
     return hours
 
 
-def pool_usage_intervals(*, gpu_model_id: int, start: datetime, end: datetime):
-    """A pool's usage runs overlapping [start, end) as ``(start, end, gpu_count, rate,
-    tier, exchange_rate)`` rows, in one query (for the committed-capacity advice)."""
+def pool_usage_intervals(*, gpu_model_ids: Iterable[int], start: datetime, end: datetime):
+    """The pools' usage runs overlapping [start, end) as ``(gpu_model_id, start, end,
+    gpu_count, rate, tier, exchange_rate)`` rows, in one query whatever the number of pools
+    (for the committed-capacity advice)."""
     return (
-        UsageRecord.objects.filter(gpu_model_id=gpu_model_id, start__lt=end)
+        UsageRecord.objects.filter(gpu_model_id__in=list(gpu_model_ids), start__lt=end)
         .filter(Q(end__isnull=True) | Q(end__gt=start))
         .order_by()
-        .values_list("start", "end", "gpu_count", "rate", "tier", "exchange_rate")
+        .values_list("gpu_model_id", "start", "end", "gpu_count", "rate", "tier", "exchange_rate")
     )
 
 
