@@ -9,20 +9,22 @@ from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Min, Sum
+from django.core.cache import cache
+from django.db.models import Count, Exists, OuterRef, Sum
+from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from billing import drafts
-from billing.models import Statement, StatementLine
+from billing.models import Statement
 from billing.money import SECONDS_PER_HOUR, quantize, to_billing_currency
 from billing.periods import period_start, whole_seconds
 from portal.models import Project
 from rental import billing_reads
-from rental.models import GpuModel, Pool
+from rental.models import GpuModel, Pool, Quota
 from rental.selectors import usage_for_period
 
 ADVICE_DAYS = 90
@@ -52,61 +54,101 @@ def other_label() -> str:
     return _("Storage and corrections")
 
 
-def first_month(*, project_id: int, since: datetime, now: datetime) -> datetime:
+def first_month(
+    *,
+    project_id: int,
+    created: datetime | None,
+    first_line: date | None,
+    since: datetime,
+    now: datetime,
+) -> datetime:
     """The first month the project existed or used anything in, from ``since`` on: the
-    earliest of its creation, its first usage run and its first statement with a line (a
-    project's history may be older than its row, when it was imported)."""
-    created = Project.objects.filter(pk=project_id).values_list("created_at", flat=True).first()
+    earliest of its creation (``created``), its first usage run and its first statement
+    with a line (``first_line``; a project's history may be older than its row, when it
+    was imported). Its first run is read (one query) only when it could move the answer:
+    when neither of the others reaches back to ``since``."""
     candidates = [period_start(created or now)]
-    first_run = (
-        usage_for_period(start=since, end=now, project_ids=[project_id])
-        .values_list("start", flat=True)
-        .first()
-    )
-    if first_run is not None:
-        candidates.append(period_start(first_run))
-    first_line = StatementLine.objects.filter(
-        statement__project_id=project_id, statement__period__gte=since.date()
-    ).aggregate(first=Min("statement__period"))["first"]
     if first_line is not None:
         candidates.append(period_start(first_line))
+    if min(candidates) > period_start(since):
+        first_run = (
+            usage_for_period(start=since, end=now, project_ids=[project_id])
+            .values_list("start", flat=True)
+            .first()
+        )
+        if first_run is not None:
+            candidates.append(period_start(first_run))
     return max(min(candidates), period_start(since))
 
 
-def trend(*, project_id: int, now: datetime, months: int = 12) -> list[TrendMonth]:
+def gpu_model_names() -> dict[int, str]:
+    """Every GPU model's name by id, in one query."""
+    return dict(GpuModel.objects.values_list("pk", "name"))
+
+
+def project_gpu_models(project_id: int) -> tuple[dict[int, str], list[int]]:
+    """Every GPU model's name by id, and the ids of those the project has a quota for (its
+    pools' advice), in one query."""
+    names: dict[int, str] = {}
+    quota_models: list[int] = []
+    for model_id, name, has_quota in GpuModel.objects.annotate(
+        has_quota=Exists(Quota.objects.filter(project_id=project_id, gpu_model_id=OuterRef("pk")))
+    ).values_list("pk", "name", "has_quota"):
+        names[model_id] = name
+        if has_quota:
+            quota_models.append(model_id)
+    return names, quota_models
+
+
+def trend(
+    *,
+    project_id: int,
+    now: datetime,
+    months: int = 12,
+    created: datetime | None = None,
+    names: dict[int, str] | None = None,
+) -> list[TrendMonth]:
     """The project's charges per GPU model over the last ``months`` months, from the
     project's first month on (``first_month``): closed months from their stored lines
-    (one query), the open month from its live draft."""
+    (one query for every statement of the window, with or without lines), the open month
+    from its kept draft. ``created`` (the project's creation) and ``names`` (the GPU
+    models' names) are read when not given."""
     periods = _months_back(now, months)
-    first = first_month(project_id=project_id, since=periods[0], now=now)
-    periods = [period for period in periods if period >= first]
+    if created is None:
+        created = Project.objects.filter(pk=project_id).values_list("created_at", flat=True).first()
     other = other_label()
-    result = {p.date(): TrendMonth(period=p, closed=False) for p in periods}
-    closed = set(
+    # Per statement and GPU model: its status, its lines' sum and count (a statement
+    # without lines comes once, with no name and no lines).
+    rows = list(
         Statement.objects.filter(project_id=project_id, period__gte=periods[0].date())
-        .exclude(status=Statement.Status.DRAFT)
-        .values_list("period", flat=True)
-    )
-    for row in (
-        StatementLine.objects.filter(statement__project_id=project_id, statement__period__in=closed)
-        .values("statement__period", "gpu_model__name")
-        .annotate(amount=Sum("amount"))
+        .values("period", "status", "lines__gpu_model__name")
+        .annotate(amount=Sum("lines__amount"), count=Count("lines"))
         .order_by()
-    ):
-        month = result[row["statement__period"]]
-        month.per_model[row["gpu_model__name"] or other] = row["amount"]
-    for day in closed:
-        result[day].closed = True
-    current = periods[-1]
-    if current.date() not in closed:
-        names = dict(GpuModel.objects.values_list("pk", "name"))
+    )
+    first_line = min((row["period"] for row in rows if row["count"]), default=None)
+    first = first_month(
+        project_id=project_id, created=created, first_line=first_line, since=periods[0], now=now
+    )
+    periods = [period for period in periods if period >= first]
+    result = {p.date(): TrendMonth(period=p, closed=False) for p in periods}
+    for row in rows:
+        month = result.get(row["period"])
+        if month is None or row["status"] == Statement.Status.DRAFT:
+            continue
+        month.closed = True
+        if row["count"]:
+            month.per_model[row["lines__gpu_model__name"] or other] = row["amount"]
+    current = result[periods[-1].date()]
+    if not current.closed:
+        if names is None:
+            names = gpu_model_names()
         draft = drafts.kept_or_computed(
-            start=current, now=now, project_ids=[project_id]
+            start=current.period, now=now, project_ids=[project_id]
         ).for_project(project_id)
         per_model: dict[str, Decimal] = defaultdict(lambda: Decimal("0.00"))
         for line in draft:
             per_model[names.get(line.gpu_model_id, other)] += line.amount
-        result[current.date()].per_model = dict(per_model)
+        current.per_model = dict(per_model)
     return [result[p.date()] for p in periods]
 
 
@@ -129,16 +171,23 @@ def sample_seconds() -> int:
     return settings.PORTAL_AGENT_HEARTBEAT_SECONDS
 
 
-def idle_waste(*, project_id: int, now: datetime, days: int = ADVICE_DAYS) -> list[IdleWaste]:
+def idle_waste(
+    *,
+    project_id: int,
+    now: datetime,
+    days: int = ADVICE_DAYS,
+    names: dict[int, str] | None = None,
+) -> list[IdleWaste]:
     """Paid GPU-hours whose samples were idle (L6, the site's threshold), per GPU model,
     over the last ``days``: each idle sample stands for one sampling interval (the agents'
     interval, ``sample_seconds``) of all the instance's GPUs, priced at the instance's
     captured rate. Read from the hourly rollups
     (and the recent samples not rolled up yet), so the window is not bounded by how long
-    raw samples are kept."""
+    raw samples are kept. ``names``: the GPU models' names, read when not given."""
     start = now - timedelta(days=days)
     interval = sample_seconds()
-    names = dict(GpuModel.objects.values_list("pk", "name"))
+    if names is None:
+        names = gpu_model_names()
     samples: dict[int, int] = defaultdict(int)
     idle: dict[int, int] = defaultdict(int)
     seconds: dict[int, int] = defaultdict(int)
@@ -270,6 +319,7 @@ def load_profile(
 
 @dataclass(frozen=True)
 class CommitmentAdvice:
+    gpu_model_id: int
     gpu_model: str
     current: int
     best: int
@@ -278,27 +328,43 @@ class CommitmentAdvice:
     metered_rate: Decimal
     average_gpus: Decimal
     days: int
+    as_of: datetime  # the end of the ``days`` it was computed over
 
 
-def commitment_advice(*, gpu_model_ids: list[int], now: datetime, days: int = ADVICE_DAYS):
-    """Per pool, the K that would have minimised cost over the last ``days`` of real usage.
+def commitment_advice(
+    *, gpu_model_ids: list[int], now: datetime, days: int = ADVICE_DAYS
+) -> list[CommitmentAdvice]:
+    """Per pool, the K that would have minimised cost over the last ``days`` of real usage,
+    ordered by GPU model name, in two queries whatever the number of pools (their terms,
+    then their usage runs of the window: every project's, so this reads the company's
+    last ``days``; pages read it kept, ``kept_commitment_advice``).
 
     The price of a committed GPU-month is the pool's own (F / K) when it has a commitment,
     else ``PORTAL_COMMITTED_GPU_MONTH_PRICE``; the metered rate is the GPU-second-weighted
     rate of the usage actually run."""
     start = now - timedelta(days=days)
     span = whole_seconds(now - start)
-    terms = billing_reads.pool_terms()
     pools = {
         row["gpu_model_id"]: row
         for row in Pool.objects.filter(gpu_model_id__in=gpu_model_ids).values(
-            "gpu_model_id", "gpu_model__name", "capacity"
+            "gpu_model_id",
+            "gpu_model__name",
+            "capacity",
+            "committed_gpus",
+            "committed_monthly_cost",
         )
     }
+    if not pools:
+        return []
+    runs: dict[int, list[tuple]] = defaultdict(list)
+    for model_id, *run in billing_reads.pool_usage_intervals(
+        gpu_model_ids=list(pools), start=start, end=now
+    ):
+        runs[model_id].append(run)
     advice = []
     for model_id in sorted(pools, key=lambda m: pools[m]["gpu_model__name"]):
-        term = terms[model_id]
-        rows = list(billing_reads.pool_usage_intervals(gpu_model_id=model_id, start=start, end=now))
+        pool = pools[model_id]
+        rows = runs[model_id]
         profile = load_profile(
             [(s, e, n) for s, e, n, _rate, _tier, _fx in rows], start=start, end=now
         )
@@ -310,8 +376,10 @@ def commitment_advice(*, gpu_model_ids: list[int], now: datetime, days: int = AD
         metered_rate = (
             (weighted / gpu_seconds).quantize(Decimal("0.000001")) if gpu_seconds else Decimal(0)
         )
-        if term.committed_gpus:
-            price = (term.committed_monthly_cost / term.committed_gpus).quantize(Decimal("0.01"))
+        if pool["committed_gpus"]:
+            price = (pool["committed_monthly_cost"] / pool["committed_gpus"]).quantize(
+                Decimal("0.01")
+            )
         else:
             price = Decimal(settings.PORTAL_COMMITTED_GPU_MONTH_PRICE)
         best, options = best_commitment(
@@ -319,12 +387,13 @@ def commitment_advice(*, gpu_model_ids: list[int], now: datetime, days: int = AD
             span_seconds=span,
             price_per_gpu_month=price,
             metered_rate=metered_rate,
-            capacity=pools[model_id]["capacity"],
+            capacity=pool["capacity"],
         )
         advice.append(
             CommitmentAdvice(
-                gpu_model=pools[model_id]["gpu_model__name"],
-                current=term.committed_gpus,
+                gpu_model_id=model_id,
+                gpu_model=pool["gpu_model__name"],
+                current=pool["committed_gpus"],
                 best=best,
                 options=options,
                 price_per_gpu_month=price,
@@ -333,9 +402,83 @@ def commitment_advice(*, gpu_model_ids: list[int], now: datetime, days: int = AD
                 if span
                 else Decimal(0),
                 days=days,
+                as_of=now,
             )
         )
     return advice
+
+
+# The advice is company-wide analytics over ``ADVICE_DAYS``: computing it reads every
+# project's usage runs of the window (hundreds of thousands at production size), so it is
+# computed every hour for every pool (``keep_commitment_advice``, a beat task) and kept in
+# Django's cache, one entry per pool; a page reads its pools' entries in one cache call.
+# An entry is exactly what ``commitment_advice`` gave at its ``as_of`` (the page says
+# when); one older than ``ADVICE_MAX_AGE``, from the future, or missing (a cache flushed
+# or down, a new pool) is computed at the page's moment and kept.
+ADVICE_MAX_AGE = timedelta(hours=2)
+# Part of the key: a deploy that changes what an entry holds starts from empty entries.
+ADVICE_CACHE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class KeptAdvice:
+    """A pool's cache entry: its advice as of a moment (None: the GPU model has no pool)."""
+
+    as_of: datetime
+    advice: CommitmentAdvice | None
+
+
+def advice_cache_key(*, gpu_model_id: int, days: int) -> str:
+    return f"billing:commitment-advice:v{ADVICE_CACHE_VERSION}:{days}:{gpu_model_id}"
+
+
+def _keep(*, gpu_model_ids: list[int], now: datetime, days: int) -> dict[int, KeptAdvice]:
+    """Compute the pools' advice at ``now`` and keep it (one cache call)."""
+    computed = {
+        item.gpu_model_id: item
+        for item in commitment_advice(gpu_model_ids=gpu_model_ids, now=now, days=days)
+    }
+    kept = {
+        model_id: KeptAdvice(as_of=now, advice=computed.get(model_id)) for model_id in gpu_model_ids
+    }
+    cache.set_many(
+        {advice_cache_key(gpu_model_id=m, days=days): entry for m, entry in kept.items()},
+        timeout=int(ADVICE_MAX_AGE.total_seconds()),
+    )
+    return kept
+
+
+def keep_commitment_advice(*, now: datetime | None = None, days: int = ADVICE_DAYS) -> int:
+    """Compute every pool's advice as of ``now`` and keep it in the cache (the hourly beat
+    task). Returns the number of pools."""
+    now = now or timezone.now()
+    model_ids = list(Pool.objects.values_list("gpu_model_id", flat=True))
+    return len(_keep(gpu_model_ids=model_ids, now=now, days=days))
+
+
+def kept_commitment_advice(
+    *, gpu_model_ids: list[int], now: datetime, days: int = ADVICE_DAYS
+) -> list[CommitmentAdvice]:
+    """The pools' advice as kept in the cache, each as of its own ``as_of`` (at most
+    ``ADVICE_MAX_AGE`` before ``now``), ordered by GPU model name: no query when every
+    entry is fresh; the missing or stale ones computed at ``now`` (``commitment_advice``)
+    and kept."""
+    keys = {
+        model_id: advice_cache_key(gpu_model_id=model_id, days=days) for model_id in gpu_model_ids
+    }
+    found = cache.get_many(list(keys.values())) if keys else {}
+    kept: dict[int, KeptAdvice] = {}
+    for model_id, key in keys.items():
+        entry = found.get(key)
+        if isinstance(entry, KeptAdvice) and now - ADVICE_MAX_AGE <= entry.as_of <= now:
+            kept[model_id] = entry
+    missing = [model_id for model_id in keys if model_id not in kept]
+    if missing:
+        kept.update(_keep(gpu_model_ids=missing, now=now, days=days))
+    return sorted(
+        (entry.advice for entry in kept.values() if entry.advice is not None),
+        key=lambda item: item.gpu_model,
+    )
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from billing import budgets, services, spend
+from billing import budgets, reports, services, spend
 
 
 @shared_task(acks_late=True, ignore_result=True)
@@ -18,3 +18,8 @@ def close_due_periods_task() -> None:
 @shared_task(acks_late=True, ignore_result=True)
 def refresh_spend_task() -> None:
     spend.refresh()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def keep_commitment_advice_task() -> None:
+    reports.keep_commitment_advice()

@@ -32,7 +32,6 @@ from billing.selectors import (
 from portal import access
 from portal.errors import DomainError, form_again, put_on_form
 from portal.models import Project
-from rental.models import Quota
 
 
 def _previous_month(start: datetime) -> datetime:
@@ -376,7 +375,8 @@ def finance_statements(*, start: datetime, now: datetime) -> list[exports.Export
     items: list[exports.ExportStatement] = []
     computed = None
     manual: dict[int, list] = {}
-    if not stored or any(p.is_active and p.pk not in stored for p in projects.values()):
+    # A closed month shows what was closed: a project made since has no statement in it.
+    if not stored or start == period_start(now):
         computed = drafts.kept_or_computed(start=start, now=now, project_ids=None)
         manual = manual_lines(project_ids=None, period=start)
     for project_id, project in projects.items():
@@ -429,18 +429,16 @@ def reports(request: HttpRequest, slug: str) -> HttpResponse:
     advice, each with its figures."""
     project = access.get_project_or_404(request.user, slug)
     now = timezone.now()
-    months = billing_reports.trend(project_id=project.pk, now=now)
+    names, quota_models = billing_reports.project_gpu_models(project.pk)
+    months = billing_reports.trend(
+        project_id=project.pk, now=now, created=project.created_at, names=names
+    )
     other = billing_reports.other_label()
     models = sorted(
         {name for month in months for name in month.per_model},
         key=lambda name: (name == other, name),
     )
-    advice = billing_reports.commitment_advice(
-        gpu_model_ids=list(
-            Quota.objects.filter(project=project).values_list("gpu_model_id", flat=True)
-        ),
-        now=now,
-    )
+    advice = billing_reports.kept_commitment_advice(gpu_model_ids=quota_models, now=now)
     highest = max((month.total for month in months), default=Decimal(0)) or Decimal(1)
     return render(
         request,
@@ -456,7 +454,7 @@ def reports(request: HttpRequest, slug: str) -> HttpResponse:
                 for month in months
             ],
             "models": models,
-            "idle": billing_reports.idle_waste(project_id=project.pk, now=now),
+            "idle": billing_reports.idle_waste(project_id=project.pk, now=now, names=names),
             "sample_seconds": billing_reports.sample_seconds(),
             "advice": [(item, billing_reports.rent_or_buy_for(item)) for item in advice],
         },

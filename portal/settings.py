@@ -385,6 +385,12 @@ CELERY_BEAT_SCHEDULE = {
     # Budgets are evaluated hourly (BU1); closing is tried hourly and acts once per month.
     "evaluate-budgets": {"task": "billing.tasks.evaluate_budgets_task", "schedule": 3600.0},
     "close-due-periods": {"task": "billing.tasks.close_due_periods_task", "schedule": 3600.0},
+    # The reports' committed-capacity advice reads every project's last 90 days: computed
+    # hourly and kept in the cache (billing.reports), so a page view does not.
+    "keep-commitment-advice": {
+        "task": "billing.tasks.keep_commitment_advice_task",
+        "schedule": 3600.0,
+    },
     "refresh-spend": {
         "task": "billing.tasks.refresh_spend_task",
         "schedule": float(env_int("PORTAL_SPEND_SNAPSHOT_SECONDS", 60)),

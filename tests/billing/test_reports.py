@@ -5,15 +5,20 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.core.cache import cache
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from billing import reports, services
+from billing import reports, services, spend
 from billing.periods import period_start
+from billing.tasks import keep_commitment_advice_task
 from portal.models import Project
 from rental.agent import samples
 from rental.catalog import storage
-from rental.models import DataVolume, UtilizationSample
+from rental.models import DataVolume, Pool, Quota, Reservation, UtilizationSample
+from tests import factories
 from tests.billing.helpers import at, lease, run
 
 HOUR = 3600
@@ -262,3 +267,80 @@ def test_it_counts_each_idle_sample_for_the_agents_interval(f0, settings):
     [waste] = reports.idle_waste(project_id=f0.alpha.pk, now=now)
     # 6 idle samples × 10 s × 2 GPUs, not 6 minutes.
     assert (waste.samples, waste.idle_samples, waste.idle_gpu_seconds) == (12, 6, 120)
+
+
+def reports_page_queries(client, project) -> tuple[int, str]:
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(reverse("billing:reports", args=[project.slug]))
+    assert response.status_code == 200
+    return len(queries), response.content.decode()
+
+
+def test_the_page_makes_the_same_few_queries_whatever_the_data(f0, client):
+    """Session, user, access (3), the project's first run, its statements with their
+    lines, the GPU models with its quotas, the kept draft, idle hours (2) and the
+    notification badge: 12, with one GPU model or two, one month of history or three."""
+    now = timezone.now()
+    run(lease(f0, f0.alpha, tier="burst"), start=now - timedelta(days=3), hours=5)
+    spend.refresh(now=now)
+    reports.keep_commitment_advice(now=now)  # the hourly beat task
+    client.force_login(f0.alpha_manager)
+    small, _body = reports_page_queries(client, f0.alpha)
+
+    h100 = factories.gpu_model("H100 80GB")
+    Pool.objects.create(gpu_model=h100, capacity=16)
+    Quota.objects.create(project=f0.alpha, gpu_model=h100, guaranteed=0, ceiling=8)
+    this_month = period_start(now)
+    months = [period_start(this_month - timedelta(days=40)), this_month - timedelta(days=1)]
+    for start in (*months, now - timedelta(days=2)):
+        for model in (f0.model, h100):
+            booked = lease(f0, f0.alpha, tier="burst", gpus=2)
+            Reservation.objects.filter(pk=booked.pk).update(gpu_model=model)
+            booked.refresh_from_db()
+            for hour in range(5):
+                run(booked, start=start + timedelta(hours=hour), hours=1, gpus=2)
+    services.close_period(
+        period=period_start(months[0]), now=period_start(months[1]) + timedelta(seconds=1)
+    )
+    services.close_period(period=period_start(months[1]), now=this_month + timedelta(seconds=1))
+    spend.refresh(now=now)
+    reports.keep_commitment_advice(now=now)
+    large, body = reports_page_queries(client, f0.alpha)
+    assert 'id="report-advice-2"' in body and "H100 80GB</th>" in body
+    assert small == large <= 12
+
+
+def test_the_page_shows_the_advice_kept_as_computed_for_its_moment(f0, client):
+    kept_at = timezone.now().replace(second=0, microsecond=0) - timedelta(minutes=30)
+    run(lease(f0, f0.alpha, tier="burst", gpus=2), start=kept_at - timedelta(days=5), hours=30)
+    assert reports.keep_commitment_advice(now=kept_at) == 1
+    expected = reports.commitment_advice(gpu_model_ids=[f0.model.pk], now=kept_at)
+    # Usage after the advice was kept changes what it would be now, not what is shown.
+    run(lease(f0, f0.alpha, tier="burst", gpus=4), start=kept_at - timedelta(days=1), hours=20)
+    later = kept_at + timedelta(minutes=29)
+    assert reports.commitment_advice(gpu_model_ids=[f0.model.pk], now=later) != expected
+    with CaptureQueriesContext(connection) as queries:
+        kept = reports.kept_commitment_advice(gpu_model_ids=[f0.model.pk], now=later)
+    assert kept == expected and len(queries) == 0
+    client.force_login(f0.alice)
+    body = client.get(reverse("billing:reports", args=[f0.alpha.slug])).content.decode()
+    assert f"Advice as of {kept_at:%Y-%m-%d %H:%M} UTC" in body
+    # Past its age (the beat stopped), the advice is computed at the page's moment and kept.
+    stale = kept_at + reports.ADVICE_MAX_AGE + timedelta(seconds=1)
+    [fresh] = reports.kept_commitment_advice(gpu_model_ids=[f0.model.pk], now=stale)
+    assert [fresh] == reports.commitment_advice(gpu_model_ids=[f0.model.pk], now=stale)
+    assert fresh.as_of == stale
+    assert reports.kept_commitment_advice(gpu_model_ids=[f0.model.pk], now=stale) == [fresh]
+
+
+def test_without_kept_advice_the_page_computes_it_in_two_queries(f0, client):
+    """A flushed cache (or Redis down): the pool's terms and its runs, whatever their number."""
+    now = timezone.now()
+    run(lease(f0, f0.alpha, tier="burst"), start=now - timedelta(days=3), hours=5)
+    spend.refresh(now=now)
+    keep_commitment_advice_task()  # as the beat does every hour
+    client.force_login(f0.alpha_manager)
+    kept, _body = reports_page_queries(client, f0.alpha)
+    cache.clear()
+    computed, _body = reports_page_queries(client, f0.alpha)
+    assert computed == kept + 2
