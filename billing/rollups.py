@@ -25,11 +25,17 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F
+from django.db import connection, transaction
+from django.db.models import Count, F, Max, Min
 
 from billing.models import RolledPeriod, UsageRollup
-from billing.periods import billed_seconds, period_end, period_start, whole_seconds
+from billing.periods import (
+    aggregate_billed_seconds,
+    billed_seconds,
+    period_end,
+    period_start,
+    whole_seconds,
+)
 from rental import billing_reads
 from rental.models.leases import PLATFORM_ENDED
 
@@ -80,6 +86,58 @@ def roll_up_usage(*, batch: int = ROLL_UP_BATCH) -> int:
         if len(runs) < batch:
             return done
         after = runs[-1].id  # onwards: a run skipped here is taken by the next roll-up
+
+
+def rebuild(*, in_database: bool | None = None) -> int:
+    """Every period's rollups again, from the runs marked rolled up: one aggregate query a
+    period on PostgreSQL (``billing.periods.aggregate_billed_seconds``, the rule closing
+    uses), row by row elsewhere. For a bulk load that writes closed runs already marked
+    (the bench), and for an operator who doubts the rollups (``manage.py
+    rebuild_usage_rollups``). Run it with the beat stopped: it replaces what a roll-up
+    running at the same time would add. Returns the rollup rows written."""
+    if in_database is None:
+        in_database = connection.vendor == "postgresql"
+    with transaction.atomic():
+        UsageRollup.objects.all().delete()
+        RolledPeriod.objects.all().delete()
+        span = billing_reads.rolled_usage().aggregate(first=Min("start"), last=Max("end"))
+        if span["first"] is None:
+            return 0
+        if not in_database:
+            after = 0
+            while runs := list(
+                billing_reads.rolled_usage()
+                .filter(id__gt=after)
+                .order_by("id")
+                .values_list(*billing_reads.USAGE_ROW_FIELDS, named=True)[:ROLL_UP_BATCH]
+            ):
+                _add(runs)
+                after = runs[-1].id
+            return UsageRollup.objects.count()
+        written = 0
+        period = period_start(span["first"])
+        while period <= span["last"]:
+            following = period_end(period)
+            runs = billing_reads.rolled_usage(start=period, end=following)
+            through = runs.aggregate(through=Max("end"))["through"]
+            if through is not None:
+                rows = [
+                    UsageRollup(
+                        period=period.date(),
+                        runs=row["runs"],
+                        gpu_seconds=int(row["gpu_seconds"]),
+                        **{name: row[name] for name in KEY_FIELDS},
+                    )
+                    for row in aggregate_billed_seconds(
+                        runs, start=period, end=following, now=following
+                    ).annotate(runs=Count("id"))
+                    if row["gpu_seconds"]
+                ]
+                UsageRollup.objects.bulk_create(rows, batch_size=1000)
+                RolledPeriod.objects.create(period=period.date(), through=through, version=1)
+                written += len(rows)
+            period = following
+        return written
 
 
 def _add(runs: list) -> None:

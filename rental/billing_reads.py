@@ -177,6 +177,17 @@ def usage_for_rollup(*, start: datetime, end: datetime):
     return usage_for_period(start=start, end=end).filter(rolled_up=False)
 
 
+def rolled_usage(*, start: datetime | None = None, end: datetime | None = None):
+    """The runs marked rolled up (all, or those that may bill in [start, end)), for
+    rebuilding the rollups from them."""
+    records = (
+        usage_for_period(start=start, end=end)
+        if start is not None and end is not None
+        else UsageRecord.objects.all()
+    )
+    return records.filter(rolled_up=True, end__isnull=False)
+
+
 def claim_usage_to_roll_up(*, after: int, limit: int) -> list:
     """Within the caller's transaction: up to ``limit`` closed runs not rolled up yet with
     an id above ``after``, in id order, as plain rows, locked (runs another roll-up holds

@@ -245,3 +245,18 @@ def test_a_statement_page_reads_its_kept_lines_and_adds_manual_ones_live(f0, cli
         drafts.read(start=period_start(now), now=now - timedelta(seconds=1), project_ids=None)
         is None
     )
+
+
+@pytest.mark.parametrize("in_database", [True, False])
+def test_a_rebuild_gives_what_the_roll_ups_gave(f0, in_database):
+    commit_capacity(f0, mode="by_usage")
+    awkward_runs(f0, random.Random(31), 90)
+    rollups.roll_up_usage(batch=13)
+    seconds = sorted(UsageRollup.objects.values_list("period", *rollups.KEY_FIELDS, "gpu_seconds"))
+    through = dict(RolledPeriod.objects.values_list("period", "through"))
+    assert rollups.rebuild(in_database=in_database) == len(seconds)
+    rebuilt = sorted(UsageRollup.objects.values_list("period", *rollups.KEY_FIELDS, "gpu_seconds"))
+    assert rebuilt == seconds
+    assert dict(RolledPeriod.objects.values_list("period", "through")) == through
+    now = MAY + timedelta(days=400)
+    same(compute_period(period=MAY, now=now), compute_period(period=MAY, now=now, from_usage=True))
