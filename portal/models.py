@@ -89,7 +89,11 @@ class AuditEvent(models.Model):
         ordering = ["-at", "-id"]
         verbose_name = _("audit event")
         verbose_name_plural = _("audit events")
-        indexes = [models.Index(fields=["object_type", "object_id"])]
+        indexes = [
+            models.Index(fields=["object_type", "object_id"]),
+            # The log's order (newest first): a page reads its rows, whichever page.
+            models.Index(models.F("at").desc(), models.F("id").desc(), name="audit_newest_first"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.verb} {self.object_type}#{self.object_id}"

@@ -6,7 +6,6 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.template import loader
@@ -18,6 +17,7 @@ from django.views.decorators.http import require_POST
 
 from portal import access, errors, languages, login_throttle
 from portal.audit_log import AuditFilterForm, in_words
+from portal.keyset import keyset_page
 from portal.models import AuditEvent
 
 AUDIT_PAGE_SIZE = 50
@@ -108,12 +108,14 @@ def notifications_read(request: HttpRequest) -> HttpResponse:
 @login_required
 def audit_log(request: HttpRequest) -> HttpResponse:
     """The audit log in words, newest first, filtered by who, project, what happened, to
-    what and when; the same queries for a page of any size (``portal.audit_log``)."""
+    what and when; the same queries for a page of any size (``portal.audit_log``), and
+    for any page of the log: pages follow a cursor (``portal.keyset``), nothing counts
+    the whole log."""
     access.require_admin(request.user)
     form = AuditFilterForm(request.GET)
     form.is_valid()  # an invalid filter is shown with its error and left out
     events = form.filter(AuditEvent.objects.select_related("actor", "project"))
-    page = Paginator(events, AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
+    page = keyset_page(events, request.GET, size=AUDIT_PAGE_SIZE, moment="at")
     return render(
         request,
         "portal/audit_log.html",

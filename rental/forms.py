@@ -29,11 +29,45 @@ from rental.models import (
 MAX_GPUS = 1024
 
 
+class ListedChoiceIterator(forms.models.ModelChoiceIterator):
+    """The choices of a ``ListedModelChoiceField``: its rows, read once by the form."""
+
+    def __iter__(self) -> Any:
+        if self.field.empty_label is not None:
+            yield ("", self.field.empty_label)
+        for row in self.field.rows:
+            yield self.choice(row)
+
+    def __len__(self) -> int:
+        return len(self.field.rows) + (self.field.empty_label is not None)
+
+
+class ListedModelChoiceField(forms.ModelChoiceField):
+    """A choice of rows the form has already read (``rows``): drawing the select and
+    checking the value sent ask the database nothing more."""
+
+    iterator = ListedChoiceIterator
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.rows: list[Any] = []
+
+    def to_python(self, value: Any) -> Any:
+        if value in self.empty_values:
+            return None
+        for row in self.rows:
+            if str(row.pk) == str(value):
+                return row
+        raise forms.ValidationError(
+            self.error_messages["invalid_choice"], code="invalid_choice", params={"value": value}
+        )
+
+
 class LeaseRequestForm(PlainTextForm):
-    project = forms.ModelChoiceField(
+    project = ListedModelChoiceField(
         label=_("Project"), queryset=Project.objects.none(), empty_label=None
     )
-    gpu_model = forms.ModelChoiceField(
+    gpu_model = ListedModelChoiceField(
         label=_("GPU model"), queryset=GpuModel.objects.none(), empty_label=None
     )
     gpu_count = forms.IntegerField(label=_("GPUs"), min_value=1, max_value=MAX_GPUS, initial=1)
@@ -135,7 +169,9 @@ class LeaseRequestForm(PlainTextForm):
         except forms.ValidationError:
             return None
 
-    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, user: Any, project_slug: str = "", **kwargs: Any) -> None:
+        """``project_slug``: the project a new form opens on, when it is one of the
+        person's (the link from a project's page)."""
         super().__init__(*args, **kwargs)
         self.user_keys = list(SshKey.objects.filter(user=user).order_by("name"))
         self.fields["ssh_keys"].queryset = SshKey.objects.filter(user=user).order_by("name")
@@ -145,35 +181,48 @@ class LeaseRequestForm(PlainTextForm):
         projects = Project.objects.filter(pk__in=member_ids, is_active=True).order_by("name")
         self.fields["project"].queryset = projects
         self.projects = list(projects)
+        self.fields["project"].rows = self.projects
+        if project_slug and not self.is_bound:
+            asked = next((p for p in self.projects if p.slug == project_slug), None)
+            if asked is not None:
+                self.initial["project"] = asked
         self.current_project = self._pick(
             "project", {str(p.pk): p for p in self.projects}, self.projects
         )
-        models = (
-            list(selectors.requestable_gpu_models(self.current_project))
+        # The project's quotas, running GPUs and offerings in two queries; the estimate
+        # reads them here too (``choices``).
+        self.choices = (
+            selectors.request_choices(
+                user=None if self.is_bound else user, project=self.current_project
+            )
             if self.current_project
-            else []
+            else None
         )
-        # Same order as ``models``: a select with no valid value shows its first option,
-        # which must be the model the estimate falls back to.
+        models = self.choices.gpu_models if self.choices else []
         self.fields["gpu_model"].queryset = GpuModel.objects.filter(
             pk__in=[m.pk for m in models]
         ).order_by("name")
+        # Same order as ``models``: a select with no valid value shows its first option,
+        # which must be the model the estimate falls back to.
+        self.fields["gpu_model"].rows = models
         # A new form opens ready to send: on this person's last request in the project
         # if it would still run now, else on the cheapest model one GPU would run on now;
         # failing both, on a model one GPU on demand fits (never on a refusal if avoidable).
         preferred = models
-        if models and not self.is_bound and "gpu_model" not in self.initial:
-            default = selectors.request_default(
-                user=user, project=self.current_project, gpu_model_ids=[m.pk for m in models]
-            )
+        if self.choices and models and not self.is_bound and "gpu_model" not in self.initial:
+            default = self.choices.default(m.pk for m in models)
             if default is not None:
                 model_id, count = default
                 preferred = sorted(models, key=lambda m: m.pk != model_id)
                 self.initial.setdefault("gpu_count", count)
             else:
-                fits = selectors.gpu_models_that_fit(
-                    (m.pk for m in models), gpu_count=1, market=Market.ON_DEMAND
-                )
+                fits = {
+                    m.pk
+                    for m in models
+                    if selectors.fitting(
+                        self.choices.on_sale(m.pk), gpu_count=1, market=Market.ON_DEMAND
+                    )
+                }
                 preferred = sorted(models, key=lambda m: m.pk not in fits)
         self.current_gpu_model = self._pick("gpu_model", {str(m.pk): m for m in models}, preferred)
         if not self.is_bound:
@@ -184,10 +233,8 @@ class LeaseRequestForm(PlainTextForm):
         self.current_market = self._choice("market", Market.values, Market.ON_DEMAND)
         self.current_priority = self._choice("priority", Priority.values, Priority.EXPERIMENT)
         self.fitting: list[Offering] = (
-            selectors.fitting_offerings(
-                gpu_model=self.current_gpu_model,
-                gpu_count=self.current_gpu_count,
-                market=self.current_market,
+            selectors.fitting(
+                self.on_sale, gpu_count=self.current_gpu_count, market=self.current_market
             )
             if self.current_gpu_model and self.current_gpu_count
             else []
@@ -224,11 +271,21 @@ class LeaseRequestForm(PlainTextForm):
         ]
         chosen = by_pk.get(self._raw("offering"))
         self.current_offering = chosen or default
-        images: list[Image] = (
-            list(selectors.images_for(project=self.current_project, offering=self.current_offering))
+        # Every image the project may use, read once: the estimate checks the request
+        # against them (``validated``), the choices are those on the offering.
+        self.usable_images: list[Image] = (
+            list(selectors.images_for(project=self.current_project))
             if self.current_project and self.current_offering
             else []
         )
+        offering = self.current_offering
+        images = [
+            image
+            for image in self.usable_images
+            if offering is not None
+            and image.account_id == offering.account_id
+            and image.region == offering.region
+        ]
         self.images_by_pk = {str(i.pk): i for i in images}
         self.fields["image"].choices = [
             ("", _("Default: %(name)s") % {"name": images[0].name} if images else "—"),
@@ -236,6 +293,13 @@ class LeaseRequestForm(PlainTextForm):
         ]
         chosen_image = self.images_by_pk.get(self._raw("image"))
         self.current_image = chosen_image or (images[0] if images else None)
+
+    @property
+    def on_sale(self) -> list[Offering]:
+        """The offerings that sell the GPU model picked (``selectors.offerings_of``)."""
+        if self.choices is None or self.current_gpu_model is None:
+            return []
+        return self.choices.on_sale(self.current_gpu_model.pk)
 
     def _raw(self, name: str) -> str:
         if self.is_bound:
@@ -401,15 +465,20 @@ class QuotaRequestForm(PlainTextForm):
         widget=forms.TextInput(attrs={"id": "qr-reason", "maxlength": str(REASON_LENGTH)}),
     )
 
-    def __init__(self, *args: Any, project: Project, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, project: Project, quotas: list[Quota] | None = None, **kwargs: Any
+    ) -> None:
+        """``quotas``: the project's, with their GPU models, by model name, when the
+        page has read them already."""
         kwargs.setdefault("auto_id", "qr-%s")
         super().__init__(*args, **kwargs)
-        self.models = {
-            str(quota.gpu_model_id): quota.gpu_model
-            for quota in Quota.objects.filter(project=project)
-            .select_related("gpu_model")
-            .order_by("gpu_model__name")
-        }
+        if quotas is None:
+            quotas = list(
+                Quota.objects.filter(project=project)
+                .select_related("gpu_model")
+                .order_by("gpu_model__name")
+            )
+        self.models = {str(quota.gpu_model_id): quota.gpu_model for quota in quotas}
         self.fields["gpu_model"].choices = [(pk, m.name) for pk, m in self.models.items()]
 
     def clean_gpu_model(self) -> GpuModel:

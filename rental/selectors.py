@@ -1,7 +1,7 @@
 """Non-trivial reads of the compute side. Billing reads usage only through here."""
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -23,7 +23,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce, Now
 
 from portal import access
-from portal.models import Project
+from portal.models import Membership, Project
 from rental.models import (
     DataVolume,
     GpuModel,
@@ -215,15 +215,26 @@ def runs_now(*, project: Project | int, asks: Iterable[tuple[int, int]]) -> set[
     running = set()
     for model_id, n in asks:
         quota = quotas.get(model_id)
-        if quota is None or (quota.max_gpus_per_lease is not None and n > quota.max_gpus_per_lease):
-            continue
         row = used.get(model_id) or {}
-        free = quota.gpu_model.pool.capacity - (row.get("pool") or 0)
-        guaranteed = (row.get("guaranteed") or 0) + n <= quota.guaranteed
-        burst = (row.get("non_spot") or 0) + n <= quota.ceiling and n <= free
-        if guaranteed or burst:
+        if quota is not None and _would_run(
+            quota,
+            n,
+            pool_running=row.get("pool") or 0,
+            used_guaranteed=row.get("guaranteed") or 0,
+            used=row.get("non_spot") or 0,
+        ):
             running.add((model_id, n))
     return running
+
+
+def _would_run(quota: Quota, n: int, *, pool_running: int, used_guaranteed: int, used: int) -> bool:
+    """``runs_now`` for one ask: ``quota`` with its GPU model's pool loaded."""
+    if quota.max_gpus_per_lease is not None and n > quota.max_gpus_per_lease:
+        return False
+    free = quota.gpu_model.pool.capacity - pool_running
+    guaranteed = used_guaranteed + n <= quota.guaranteed
+    burst = used + n <= quota.ceiling and n <= free
+    return guaranteed or burst
 
 
 def request_default(
@@ -244,13 +255,23 @@ def request_default(
     offerings: dict[int, list[Offering]] = defaultdict(list)
     for offering in on_sale().filter(gpu_model_id__in=ids).select_related("gpu_model"):
         offerings[offering.gpu_model_id].append(offering)
+    return _default_ask(last, offerings, lambda asks: runs_now(project=project, asks=asks))
+
+
+def _default_ask(
+    last: tuple[int, int] | None,
+    offerings: dict[int, list[Offering]],
+    running_of: Callable[[dict[tuple[int, int], Offering]], set[tuple[int, int]]],
+) -> tuple[int, int] | None:
+    """``request_default`` once its rows are read: ``offerings`` on sale by GPU model,
+    ``running_of`` the asks of those given that would run now."""
     market = Market.ON_DEMAND
     cheapest: dict[tuple[int, int], Offering] = {}
     for ask in {(model_id, 1) for model_id in offerings} | ({last} if last else set()):
         fits = fitting(offerings.get(ask[0], ()), gpu_count=ask[1], market=market)
         if fits:
             cheapest[ask] = fits[0]
-    running = runs_now(project=project, asks=cheapest)
+    running = running_of(cheapest)
     if last is not None and last in running:
         return last
     ones = [ask for ask in running if ask[1] == 1]
@@ -260,6 +281,144 @@ def request_default(
         ones,
         key=lambda ask: (cheapest[ask].rate_per_gpu_hour(market), cheapest[ask].gpu_model.name),
     )
+
+
+@dataclass(frozen=True)
+class RequestChoices:
+    """What the request form offers and previews for one project and person, read in
+    two queries whatever the size of the lease history (``request_choices``)."""
+
+    # By GPU model id: the project's quotas, each with its GPU model and pool, and
+    # annotated with ``pool_running``, ``used_guaranteed``, ``used`` (``quota_status``'s
+    # figures) and the person's last request for the model (``last_at``, ``last_count``).
+    quotas: dict[int, Quota]
+    # The available offerings of those models (any account), account and model loaded,
+    # in ``offerings_of``'s order.
+    offerings: list[Offering]
+
+    @property
+    def gpu_models(self) -> list[GpuModel]:
+        """``requestable_gpu_models``: a quota above zero and an available offering."""
+        offered = {offering.gpu_model_id for offering in self.offerings}
+        return sorted(
+            (
+                quota.gpu_model
+                for quota in self.quotas.values()
+                if quota.ceiling > 0 and quota.gpu_model_id in offered
+            ),
+            key=lambda model: (model.name, model.pk),
+        )
+
+    def on_sale(self, gpu_model_id: int) -> list[Offering]:
+        """``offerings_of`` the model."""
+        return [
+            offering
+            for offering in self.offerings
+            if offering.gpu_model_id == gpu_model_id and offering.account.is_active
+        ]
+
+    def default(self, gpu_model_ids: Iterable[int]) -> tuple[int, int] | None:
+        """``request_default`` over these models."""
+        ids = set(gpu_model_ids)
+        mine = [
+            quota
+            for model_id, quota in self.quotas.items()
+            if model_id in ids and getattr(quota, "last_at", None) is not None
+        ]
+        newest = max(mine, key=lambda quota: quota.last_at, default=None)
+        last = (newest.gpu_model_id, newest.last_count) if newest else None
+        return _default_ask(
+            last, {model_id: self.on_sale(model_id) for model_id in ids}, self._running
+        )
+
+    def _running(self, asks: Iterable[tuple[int, int]]) -> set[tuple[int, int]]:
+        running = set()
+        for model_id, n in asks:
+            quota = self.quotas.get(model_id)
+            if quota is None or _pool_of(quota.gpu_model) is None:
+                continue
+            if _would_run(
+                quota,
+                n,
+                pool_running=quota.pool_running,
+                used_guaranteed=quota.used_guaranteed,
+                used=quota.used,
+            ):
+                running.add((model_id, n))
+        return running
+
+    def quota_status(self, project: Project | int, gpu_model_id: int) -> QuotaStatus:
+        """``quota_status`` from the rows already read (one more query only when the
+        project runs above its ceiling, to say who approved it)."""
+        quota = self.quotas.get(gpu_model_id)
+        if quota is None:
+            return quota_status(project=project, gpu_model=gpu_model_id)
+        pool = _pool_of(quota.gpu_model)
+        return QuotaStatus(
+            guaranteed=quota.guaranteed,
+            ceiling=quota.ceiling,
+            used_guaranteed=quota.used_guaranteed,
+            used=quota.used,
+            pool_capacity=pool.capacity if pool else 0,
+            pool_running=quota.pool_running,
+            approved_beyond=(
+                approved_beyond(project, [gpu_model_id]).get(gpu_model_id, ())
+                if quota.used > quota.ceiling
+                else ()
+            ),
+        )
+
+
+def _gpus(leases: QuerySet[Reservation]) -> Coalesce:
+    """The GPUs of ``leases`` (correlated to a quota's GPU model), 0 for none."""
+    return Coalesce(
+        Subquery(
+            leases.values("gpu_model").annotate(n=Sum("gpu_count")).values("n"),
+            output_field=IntegerField(),
+        ),
+        0,
+    )
+
+
+def quotas_in_use(quotas: QuerySet[Quota]) -> QuerySet[Quota]:
+    """Quotas with their GPU model and pool, annotated with ``quota_status``'s running
+    figures: ``pool_running`` (the pool's running GPUs, Q4), ``used_guaranteed`` and
+    ``used`` (the project's, Ug and U). Sums over the live leases only, through the
+    (GPU model, status) and (project, status) indexes: one query."""
+    holding = Reservation.objects.filter(
+        gpu_model=OuterRef("gpu_model"), status__in=Reservation.HOLDING
+    ).order_by()
+    own = holding.filter(project=OuterRef("project"))
+    return quotas.select_related("gpu_model__pool").annotate(
+        pool_running=_gpus(holding),
+        used_guaranteed=_gpus(own.filter(tier=Tier.GUARANTEED)),
+        used=_gpus(own.exclude(tier=Tier.SPOT)),
+    )
+
+
+def request_choices(*, user, project: Project | int) -> RequestChoices:
+    """``RequestChoices`` of ``project`` for ``user``, in two queries; without ``user``
+    (a form being sent), no last request is read and ``default`` has none."""
+    quotas = quotas_in_use(Quota.objects.filter(project=project)).order_by("pk")
+    if user is not None:
+        # Through the requester's newest-first index: the first of their leases that
+        # matches, not all of them.
+        last = Reservation.objects.filter(
+            requester=user, project=project, gpu_model=OuterRef("gpu_model")
+        ).order_by("-submitted_at", "-pk")
+        quotas = quotas.annotate(
+            last_at=Subquery(last.values("submitted_at")[:1]),
+            last_count=Subquery(last.values("gpu_count")[:1]),
+        )
+    by_model: dict[int, Quota] = {}
+    for quota in quotas:
+        by_model.setdefault(quota.gpu_model_id, quota)  # as ``quota_for``: the first
+    offerings = list(
+        Offering.objects.filter(gpu_model_id__in=list(by_model), is_available=True)
+        .select_related("account", "gpu_model")
+        .order_by("gpus_per_instance", "on_demand_price_per_hour", "pk")
+    )
+    return RequestChoices(quotas=by_model, offerings=offerings)
 
 
 def fitting(offerings: Iterable[Offering], *, gpu_count: int, market: str) -> list[Offering]:
@@ -326,12 +485,33 @@ def leases(queryset: QuerySet[Reservation] | None = None) -> QuerySet[Reservatio
     ).prefetch_related("instances")
 
 
+# Leases not over yet: waiting, booked, starting, running, stopped or ending.
+IN_PROGRESS = tuple(
+    status for status in Reservation.Status.values if status not in Reservation.FINAL
+)
+
+
+def lease_rows(queryset: QuerySet[Reservation]) -> QuerySet[Reservation]:
+    """Leases with what a list of them shows (project, GPU model, instances for the
+    address), in two queries: joined to nothing else, so a page read through the
+    newest-first indexes stays a walk of the rows it shows."""
+    return queryset.select_related("project", "gpu_model").prefetch_related("instances")
+
+
 def projects_overview(projects: QuerySet[Project]) -> QuerySet[Project]:
     """Projects annotated with ``members_count``, ``live_leases`` and ``running_gpus``, in one
     query (subqueries, so the counts do not multiply each other)."""
     holding = Reservation.objects.filter(project=OuterRef("pk"), status__in=Reservation.HOLDING)
+    # Each count a subquery per project row: no join multiplies the rows the others read.
+    members = Membership.objects.filter(project=OuterRef("pk")).order_by()
     return projects.annotate(
-        members_count=Count("memberships", distinct=True),
+        members_count=Coalesce(
+            Subquery(
+                members.values("project").annotate(n=Count("pk")).values("n"),
+                output_field=IntegerField(),
+            ),
+            0,
+        ),
         live_leases=Coalesce(
             Subquery(
                 holding.values("project").annotate(n=Count("pk")).values("n"),
@@ -358,39 +538,11 @@ class QuotaUse:
 
 
 def project_quota_use(project: Project | int) -> list[QuotaUse]:
-    """Every quota of a project with its standing, in a fixed number of queries."""
-    quotas = list(
-        Quota.objects.filter(project=project)
-        .select_related("gpu_model")
-        .order_by("gpu_model__name")
-    )
-    model_ids = [quota.gpu_model_id for quota in quotas]
-    own = {
-        row["gpu_model"]: row
-        for row in Reservation.objects.filter(
-            project=project, gpu_model__in=model_ids, status__in=Reservation.HOLDING
-        )
-        .values("gpu_model")
-        .annotate(
-            guaranteed=Sum("gpu_count", filter=Q(tier=Tier.GUARANTEED)),
-            non_spot=Sum("gpu_count", filter=~Q(tier=Tier.SPOT)),
-        )
-    }
-    running = dict(
-        Reservation.objects.filter(gpu_model__in=model_ids, status__in=Reservation.HOLDING)
-        .values("gpu_model")
-        .annotate(n=Sum("gpu_count"))
-        .values_list("gpu_model", "n")
-    )
-    capacity = dict(
-        Pool.objects.filter(gpu_model__in=model_ids).values_list("gpu_model", "capacity")
-    )
-
-    def used(quota: Quota) -> int:
-        return (own.get(quota.gpu_model_id) or {}).get("non_spot") or 0
-
+    """Every quota of a project with its standing, in one query (``quotas_in_use``; one
+    more when a quota runs above its ceiling, to say who approved it)."""
+    quotas = list(quotas_in_use(Quota.objects.filter(project=project)).order_by("gpu_model__name"))
     # Why a quota runs above its ceiling, read only when one does (one more query).
-    above = [quota.gpu_model_id for quota in quotas if used(quota) > quota.ceiling]
+    above = [quota.gpu_model_id for quota in quotas if quota.used > quota.ceiling]
     approvals = approved_beyond(project, above) if above else {}
     return [
         QuotaUse(
@@ -398,15 +550,22 @@ def project_quota_use(project: Project | int) -> list[QuotaUse]:
             status=QuotaStatus(
                 guaranteed=quota.guaranteed,
                 ceiling=quota.ceiling,
-                used_guaranteed=(own.get(quota.gpu_model_id) or {}).get("guaranteed") or 0,
-                used=used(quota),
-                pool_capacity=capacity.get(quota.gpu_model_id, 0),
-                pool_running=running.get(quota.gpu_model_id) or 0,
+                used_guaranteed=quota.used_guaranteed,
+                used=quota.used,
+                pool_capacity=_pool_of(quota.gpu_model).capacity
+                if _pool_of(quota.gpu_model)
+                else 0,
+                pool_running=quota.pool_running,
                 approved_beyond=approvals.get(quota.gpu_model_id, ()),
             ),
         )
         for quota in quotas
     ]
+
+
+def _pool_of(gpu_model: GpuModel) -> Pool | None:
+    """The model's pool, loaded with it (None when it has none)."""
+    return getattr(gpu_model, "pool", None)
 
 
 def live_instances(account_id: int | None = None) -> QuerySet[Instance]:
@@ -448,11 +607,18 @@ def rate_for(offering: Offering, market: str) -> Decimal:
 
 
 def pending_approvals(user) -> QuerySet[Reservation]:
-    """The requests waiting for this manager's decision (admins: every project's)."""
-    return Reservation.objects.filter(
-        status=Reservation.Status.PENDING_APPROVAL,
-        project_id__in=access.managed_project_ids(user),
-    )
+    """The requests waiting for this manager's decision (admins: every project's), read
+    through the (status, submitted_at, id) index: oldest first, only the waiting ones."""
+    waiting = Reservation.objects.filter(status=Reservation.Status.PENDING_APPROVAL)
+    if access.is_admin(user):
+        return waiting
+    return waiting.filter(project_id__in=access.managed_project_ids(user))
+
+
+def waiting_rows(queryset: QuerySet[Reservation]) -> QuerySet[Reservation]:
+    """Requests with what the approvals list and panel show of them (project, requester,
+    GPU model), in one query."""
+    return queryset.select_related("project", "requester", "gpu_model")
 
 
 @dataclass(frozen=True)
@@ -493,7 +659,11 @@ def pool_overviews(pools: Iterable[Pool]) -> list[PoolOverview]:
     model_ids = [pool.gpu_model_id for pool in pools]
     status = Reservation.Status
     holding = Q(status__in=Reservation.HOLDING)
-    per_model = Reservation.objects.filter(gpu_model_id__in=model_ids).values("gpu_model_id")
+    # Every figure counts live or waiting leases: the ended history is never read.
+    per_model = Reservation.objects.filter(
+        gpu_model_id__in=model_ids,
+        status__in=(*Reservation.HOLDING, status.SCHEDULED, status.QUEUED),
+    ).values("gpu_model_id")
     rows = per_model.annotate(
         guaranteed=Sum("gpu_count", filter=holding & Q(tier=Tier.GUARANTEED)),
         burst=Sum("gpu_count", filter=holding & Q(tier=Tier.BURST)),

@@ -131,11 +131,15 @@ def preview_admission(
     market: str,
     start: datetime | None = None,
     now: datetime | None = None,
+    pool: Pool | None = None,
+    quota: Quota | None = None,
 ) -> Decision:
     """The request form's preview of ``submit_reservation``: read-only, no locks. A
     booking (``start`` ahead) is judged as one is: by the auto-approve limits and L over
-    its window (R2 is ``reservations.preview_booking``)."""
-    pool = Pool.objects.filter(gpu_model=gpu_model).first()
+    its window (R2 is ``reservations.preview_booking``). ``pool`` and ``quota``: the
+    model's pool and the project's quota for it, when the caller has read them."""
+    if pool is None:
+        pool = Pool.objects.filter(gpu_model=gpu_model).first()
     if pool is None:
         raise InvalidInput(
             _("No pool is configured for this GPU model."), code="no_pool", field="gpu_model"
@@ -149,7 +153,7 @@ def preview_admission(
         read_standing(
             pool, project.pk, priority=priority, window=bookings_window(booking, begins, end)
         ),
-        selectors.quota_for(project, gpu_model),
+        quota if quota is not None else selectors.quota_for(project, gpu_model),
         project_id=project.pk,
         gpu_count=gpu_count,
         hours=hours,

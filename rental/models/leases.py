@@ -233,13 +233,33 @@ class Reservation(models.Model):
                 name="lease_project_newest_first",
             ),
             # A person's leases in a project, newest first: their last request (the
-            # request form opens on it), their leases in progress (the dashboard's panel).
+            # request form opens on it).
             models.Index(
                 "requester",
                 "project",
                 models.F("submitted_at").desc(),
                 models.F("id").desc(),
                 name="lease_requester_newest_first",
+            ),
+            # A person's leases in progress, newest first (the dashboard's panel): only
+            # the live ones are in it. Its statuses are ``selectors.IN_PROGRESS``, which
+            # the panel's query names, so that the index serves it.
+            models.Index(
+                "requester",
+                models.F("submitted_at").desc(),
+                models.F("id").desc(),
+                condition=models.Q(
+                    status__in=[
+                        "pending_approval",
+                        "scheduled",
+                        "queued",
+                        "provisioning",
+                        "active",
+                        "ending",
+                        "stopped",
+                    ]
+                ),
+                name="lease_requester_in_progress",
             ),
             # The requests waiting for approval, oldest first, and the lists of one status.
             models.Index(fields=["status", "submitted_at", "id"], name="lease_status_oldest_first"),
@@ -431,9 +451,7 @@ class UsageRecord(models.Model):
     )
     # Set by billing once this closed run's seconds are in its period rollups; a closed
     # run is never changed after that. Open runs are never rolled up.
-    rolled_up = models.BooleanField(
-        _("rolled up"), default=False, db_default=False, editable=False
-    )
+    rolled_up = models.BooleanField(_("rolled up"), default=False, db_default=False, editable=False)
 
     class Meta:
         ordering = ["start", "id"]

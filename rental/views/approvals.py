@@ -42,7 +42,7 @@ def _approvals_context(
     """The page of requests waiting for this manager, each row with its decision's form;
     ``refused``: a lease whose decision was refused, drawn with its form as it was sent
     (first, if it is not on the page, so that its errors are seen)."""
-    pending = selectors.leases(selectors.pending_approvals(request.user)).order_by(
+    pending = selectors.waiting_rows(selectors.pending_approvals(request.user)).order_by(
         "submitted_at", "pk"
     )
     page = Paginator(pending, LEASES_PER_PAGE).get_page(request.GET.get("page"))

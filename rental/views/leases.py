@@ -8,7 +8,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
+from django.db.models import Subquery
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
@@ -16,6 +16,7 @@ from django.views.decorators.http import require_POST
 
 from portal import access
 from portal.errors import DomainError, InvalidInput, QuotaExceeded, form_again, put_on_form
+from portal.keyset import keyset_page
 from portal.models import Project
 from rental import selectors
 from rental.catalog import images, volumes
@@ -29,8 +30,9 @@ from rental.forms import (
 )
 from rental.loans import ending, extension, lease_request
 from rental.loans.admission import preview_admission
+from rental.loans.request_reads import RequestReads
 from rental.loans.reservations import preview_booking
-from rental.loans.validation import parse_hours, validate_request
+from rental.loans.validation import parse_hours, validated
 from rental.loans.waiting import lease_wait
 from rental.models import DataVolume, Offering, Reservation, Tier
 from rental.selectors import QuotaStatus
@@ -48,6 +50,8 @@ STATUS_GROUPS = {
     "ended": Reservation.FINAL,
 }
 LEASES_PER_PAGE = 50
+# Up to this many projects, a member's lease list reads each project's page apart.
+SPLIT_MAX = 20
 
 
 def any_changing(leases: Any) -> bool:
@@ -101,7 +105,8 @@ def estimate(form: LeaseRequestForm) -> Estimate:
     gpu_count, market = form.current_gpu_count, form.current_market
     priority = form.current_priority
     offering = form.current_offering
-    quota = selectors.quota_status(project=project, gpu_model=gpu_model) if gpu_model else None
+    choices = form.choices
+    quota = choices.quota_status(project, gpu_model.pk) if choices and gpu_model else None
     try:
         hours: Decimal | None = parse_hours(form.raw_duration)
     except InvalidInput:
@@ -134,8 +139,17 @@ def estimate(form: LeaseRequestForm) -> Estimate:
             title=_("Nothing to rent yet"),
             message=_("None of your projects has a quota for a GPU model on sale."),
         )
+    # The rows R1 and the preview decide on, as the form has read them.
+    quota_row = choices.quotas.get(gpu_model.pk) if choices else None
+    reads = (
+        RequestReads(
+            waiting=None, quota=quota_row, offerings=form.on_sale, images=form.usable_images
+        )
+        if offering is not None
+        else None
+    )
     try:
-        validate_request(
+        validated(
             project=project,
             gpu_model=gpu_model,
             gpu_count=gpu_count,
@@ -144,6 +158,7 @@ def estimate(form: LeaseRequestForm) -> Estimate:
             priority=priority,
             market=market,
             image=form.current_image,
+            reads=reads,
         )
         if form.current_volume is not None:
             volumes.check_volume(
@@ -163,6 +178,8 @@ def estimate(form: LeaseRequestForm) -> Estimate:
             priority=priority,
             market=market,
             start=form.current_start,
+            pool=getattr(gpu_model, "pool", None),
+            quota=quota_row,
         )
     except QuotaExceeded as error:
         return Estimate(
@@ -293,15 +310,7 @@ def lease_new(request: HttpRequest) -> HttpResponse:
         else:
             status = 400
     else:
-        initial: dict[str, Any] = {}
-        slug = request.GET.get("project", "")
-        if slug:
-            initial["project"] = (
-                Project.objects.filter(slug=slug, pk__in=list(access.roles(request.user)))
-                .values_list("pk", flat=True)
-                .first()
-            )
-        form = LeaseRequestForm(initial=initial, user=request.user)
+        form = LeaseRequestForm(user=request.user, project_slug=request.GET.get("project", ""))
     return render(
         request,
         "rental/leases/lease_new.html",
@@ -328,14 +337,35 @@ def lease_estimate(request: HttpRequest) -> HttpResponse:
 
 
 def _lease_list_context(request: HttpRequest) -> dict[str, Any]:
-    leases = access.scope(Reservation.objects.all(), request.user)
+    """One page of the leases the user may see, newest first, after or before a cursor
+    (``portal.keyset``): the page reads its rows through the newest-first indexes, the
+    last page as the first, and nothing counts the whole list."""
+    leases = Reservation.objects.all()
     project = request.GET.get("project", "")
     group = request.GET.get("status", "")
+    # A member of a few projects: each project's newest leases through its own index
+    # (``keyset_page``'s split), rather than all their leases sorted. The split is the
+    # access rule itself: its values are the projects ``access.scope`` lets them see.
+    mine = sorted(access.roles(request.user))
+    split = None
+    if not project and not access.sees_everything(request.user) and 1 < len(mine) <= SPLIT_MAX:
+        split = ("project_id", mine)
+    else:
+        leases = access.scope(leases, request.user)
     if project:
-        leases = leases.filter(project__slug=project)
+        # The project's id as a value, so the project's newest-first index is walked.
+        leases = leases.filter(
+            project_id=Subquery(Project.objects.filter(slug=project).values("pk")[:1])
+        )
     if group in STATUS_GROUPS:
         leases = leases.filter(status__in=STATUS_GROUPS[group])
-    page = Paginator(selectors.leases(leases), LEASES_PER_PAGE).get_page(request.GET.get("page"))
+    page = keyset_page(
+        selectors.lease_rows(leases),
+        request.GET,
+        size=LEASES_PER_PAGE,
+        moment="submitted_at",
+        split=split,
+    )
     return {
         "page": page,
         "polling": any_changing(page),

@@ -79,7 +79,11 @@ def project_context(
         if form is None and may_decide and asked.status == QuotaRequest.Status.PENDING:
             form = quota_decision_form(asked.pk)
         asked_list.append((asked, may_decide, form))
-    leases = selectors.leases(project.reservations.exclude(status__in=Reservation.FINAL))
+    # Through the (project, status) index: the leases in progress, not the history.
+    leases = project.reservations.filter(status__in=selectors.IN_PROGRESS).select_related(
+        "requester", "gpu_model"
+    )
+    quota_use = selectors.project_quota_use(project)
     return {
         "quota_errors": {},
         "may_manage": access.can_manage(request.user, project),
@@ -87,11 +91,12 @@ def project_context(
         "max_lease_hours": settings.PORTAL_MAX_LEASE_HOURS,
         "project": project,
         "leases": leases,
-        "quota_use": selectors.project_quota_use(project),
+        "quota_use": quota_use,
         "members": project.memberships.select_related("user").order_by("role", "user__username"),
         "can_request": access.can_request_for(request.user, project),
         "role": access.role_in(request.user, project),
-        "quota_request_form": quota_request_form or QuotaRequestForm(project=project),
+        "quota_request_form": quota_request_form
+        or QuotaRequestForm(project=project, quotas=[row.quota for row in quota_use]),
         "quota_requests": asked_list,
     }
 
@@ -102,11 +107,14 @@ def project_context(
 @login_required
 def panel_leases(request: HttpRequest) -> HttpResponse:
     leases = list(
-        selectors.leases(
-            access.scope(Reservation.objects.filter(requester=request.user), request.user).exclude(
-                status__in=Reservation.FINAL
+        selectors.lease_rows(
+            access.scope(
+                Reservation.objects.filter(
+                    requester=request.user, status__in=selectors.IN_PROGRESS
+                ),
+                request.user,
             )
-        )[:8]
+        ).order_by("-submitted_at", "-pk")[:8]
     )
     return render(
         request,
@@ -124,7 +132,7 @@ def panel_approvals(request: HttpRequest) -> HttpResponse:
     if not access.manages_any(request.user):
         return HttpResponse("")
     pending = selectors.pending_approvals(request.user)
-    oldest = list(selectors.leases(pending).order_by("submitted_at", "pk")[:5])
+    oldest = list(selectors.waiting_rows(pending).order_by("submitted_at", "pk")[:5])
     return render(
         request, "rental/leases/_panel_approvals.html", {"count": pending.count(), "oldest": oldest}
     )

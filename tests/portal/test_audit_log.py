@@ -205,11 +205,12 @@ def test_paging_keeps_the_filters(f0, client):
     audit.record(actor=f0.bob, verb="project.renamed", obj=f0.beta, source="web")
     client.force_login(f0.admin)
     page = client.get(reverse("audit_log"), {"actor": "alice"}).content.decode()
-    assert "55 events" in page
+    assert len(re.findall(r'<tr id="audit-', page)) == 50
     older = re.search(r'href="\?([^"]+)" id="audit-older"', page)[1]
-    assert "actor=alice" in older and "page=2" in older
+    assert "actor=alice" in older and "after=" in older
     second = client.get(f"{reverse('audit_log')}?{older.replace('&amp;', '&')}").content
     assert len(re.findall(rb'<tr id="audit-', second)) == 5
+    assert b'id="audit-older"' not in second and b'id="audit-newer"' in second
 
 
 @pytest.mark.django_db
@@ -293,10 +294,10 @@ def test_a_page_costs_the_same_queries_at_any_size(f0, client, count):
         answer = client.get(reverse("audit_log"), {"until": "2100-01-01"})
     assert answer.status_code == 200
     assert len(re.findall(rb'<tr id="audit-', answer.content)) == min(count, 50)
-    # The session and the user, the filter's people and projects, the count, the page,
-    # one query per kind of object on it (pool, quota, project, offering), and the
-    # navigation's three (roles, finance, unread notifications).
-    assert len(queries) == 13, [q["sql"][:80] for q in queries]
+    # The session and the user, the filter's people and projects, the page (no count:
+    # pages follow a cursor), one query per kind of object on it (pool, quota, project,
+    # offering), and the navigation's three (roles, finance, unread notifications).
+    assert len(queries) == 12, [q["sql"][:80] for q in queries]
 
 
 @pytest.mark.django_db
