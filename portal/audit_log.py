@@ -394,10 +394,17 @@ SYSTEM = "-"  # the actor filter's value for events no person caused
 
 
 class AuditFilterForm(PlainTextForm):
-    """The audit page's filters, each optional and combinable; the choices are read in
-    two queries (people, projects) whatever the page holds."""
+    """The audit page's filters, each optional and combinable; the projects' choices are
+    read in one query whatever the page holds. People are named by username (a company
+    has thousands: a list of them all would cost the page more than its events)."""
 
-    actor = forms.ChoiceField(label=gettext_lazy("Done by"), required=False)
+    actor = forms.CharField(
+        label=gettext_lazy("Done by"),
+        required=False,
+        max_length=150,
+        strip=True,
+        help_text=gettext_lazy("A username, or “-” for the portal itself."),
+    )
     project = forms.ChoiceField(label=gettext_lazy("Project"), required=False)
     verb = forms.ChoiceField(label=gettext_lazy("What happened"), required=False)
     object_type = forms.ChoiceField(label=gettext_lazy("To what"), required=False)
@@ -415,18 +422,20 @@ class AuditFilterForm(PlainTextForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        people = get_user_model().objects.order_by("username").values_list("username", flat=True)
-        self.fields["actor"].choices = [
-            ("", _("Anyone")),
-            (SYSTEM, _("The portal (no person)")),
-            *((name, name) for name in people),
-        ]
         self.fields["project"].choices = [
             ("", _("Any project")),
             *Project.objects.order_by("name").values_list("slug", "name"),
         ]
         self.fields["verb"].choices = [("", _("Anything")), *verb_choices()]
         self.fields["object_type"].choices = [("", _("Anything")), *kind_choices()]
+
+    def clean_actor(self) -> str:
+        name = self.cleaned_data.get("actor") or ""
+        if name and name != SYSTEM and not get_user_model().objects.filter(username=name).exists():
+            raise forms.ValidationError(
+                _("No one is called “%(name)s”.") % {"name": name}, code="unknown"
+            )
+        return name
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
