@@ -245,13 +245,21 @@ def sync_region(
     return changed
 
 
+# What the comparison with a describe answer reads of each row; the whole row (and its
+# lease) is read only for the few the answer changes.
+_COMPARED = ("pk", "external_id", "idempotency_key", "state", "missing_since")
+
+
 @transaction.atomic
 def apply_sync(
     *, rows: list[SyncRow], cloud: list[CloudInstance], now: datetime
 ) -> tuple[int, list[SyncRow]]:
     """Apply one describe taken after ``rows`` were read. Returns the instances changed
     and the rows missing from the cloud for longer than the grace period, which only a
-    describe by id may mark gone (``apply_gone``)."""
+    describe by id may mark gone (``apply_gone``).
+
+    Every row is locked and compared as plain values; a model is built only for a row
+    the answer acts on, so a steady fleet costs no model per instance."""
     by_id = {item.external_id: item for item in cloud}
     by_key = {item.idempotency_key: item for item in cloud if item.idempotency_key}
     read = {row.pk: row for row in rows}
@@ -261,33 +269,56 @@ def apply_sync(
     ended: dict[int, datetime] = {}
     newly_missing: list[int] = []
     seen_again: list[int] = []
+    acted_on: dict[int, CloudInstance | None] = {}  # None: a launch the answer does not list
     lock_leases_of(read)  # the lock order: leases before their instances
-    instances = Instance.objects.select_for_update().filter(
-        pk__in=list(read), state__in=Instance.LIVE
+    compared = (
+        Instance.objects.select_for_update()
+        .filter(pk__in=list(read), state__in=Instance.LIVE)
+        .order_by()
+        .values_list(*_COMPARED)
     )
-    for instance in instances.select_related("reservation"):
-        row = read[instance.pk]
-        found = (
-            by_id.get(row.external_id) if row.external_id else by_key.get(instance.idempotency_key)
-        )
+    for pk, external_id, idempotency_key, state, missing_since in compared:
+        row = read[pk]
+        found = by_id.get(row.external_id) if row.external_id else by_key.get(idempotency_key)
         if found is None:
-            if row.external_id and instance.external_id == row.external_id:
-                if instance.missing_since is None:
-                    newly_missing.append(instance.pk)
-                elif now - instance.missing_since >= grace:
+            if row.external_id and external_id == row.external_id:
+                if missing_since is None:
+                    newly_missing.append(pk)
+                elif now - missing_since >= grace:
                     overdue.append(row)
-            elif not row.external_id and not instance.external_id:
-                changed += _handle_unseen_launch(instance, now=now)
+            elif not row.external_id and not external_id:
+                acted_on[pk] = None
             continue
-        if instance.missing_since is not None:
-            seen_again.append(instance.pk)
-        changed += _apply_cloud_state(instance, found, now=now, ended=ended)
+        if missing_since is not None:
+            seen_again.append(pk)
+        if _cloud_state_acts(external_id=external_id, state=state, found=found):
+            acted_on[pk] = found
+    if acted_on:  # already locked above
+        for instance in Instance.objects.filter(pk__in=list(acted_on)).select_related(
+            "reservation"
+        ):
+            found = acted_on[instance.pk]
+            if found is None:
+                changed += _handle_unseen_launch(instance, now=now)
+            else:
+                changed += _apply_cloud_state(instance, found, now=now, ended=ended)
     if newly_missing:
         Instance.objects.filter(pk__in=newly_missing).update(missing_since=now)
     if seen_again:
         Instance.objects.filter(pk__in=seen_again).update(missing_since=None)
     mark_terminated_many(ended)
     return changed, overdue
+
+
+def _cloud_state_acts(*, external_id: str, state: str, found: CloudInstance) -> bool:
+    """Whether ``_apply_cloud_state`` would do anything for a row in ``state`` (with
+    ``external_id``) that the describe lists as ``found``."""
+    return (
+        not external_id
+        or found.state in (CloudState.SHUTTING_DOWN, CloudState.TERMINATED)
+        or (found.state == CloudState.RUNNING and state == State.LAUNCHING)
+        or state == State.STOPPING
+    )
 
 
 def _handle_unseen_launch(instance: Instance, *, now: datetime) -> int:
