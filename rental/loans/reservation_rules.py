@@ -55,22 +55,23 @@ def segments(
         events[booking.end].append((0, booking.project_id, -booking.gpus))
     reserved: dict[int, int] = defaultdict(int)
     floor = sum(guarantees.values())
-
-    def totals() -> tuple[int, int]:
-        beyond = sum(
-            max(0, gpus - guarantees.get(project, 0)) for project, gpus in reserved.items()
-        )
-        return floor + beyond, beyond
+    # Σ max(0, r − G), kept as each project's r changes: a sweep of n events costs n
+    # steps, not n × projects.
+    beyond = 0
 
     times = sorted(events)
     if not times or times[0] > since:
         times = [since, *times]
     for index, at in enumerate(times):
         for _order, project, delta in sorted(events.get(at, [])):
+            guarantee = guarantees.get(project, 0)
+            before = max(0, reserved[project] - guarantee)
             reserved[project] += delta
-        entitled, beyond = totals()
+            beyond += max(0, reserved[project] - guarantee) - before
         following = times[index + 1] if index + 1 < len(times) else None
-        yield Segment(start=at, end=following, entitled=entitled, reserved_beyond_guarantee=beyond)
+        yield Segment(
+            start=at, end=following, entitled=floor + beyond, reserved_beyond_guarantee=beyond
+        )
 
 
 def added_conflict(

@@ -548,19 +548,24 @@ def week(pool: Pool, *, since: datetime, days: int = 7, step_hours: int = 1) -> 
     floor Σ G, what bookings reserve beyond it, and what is free (C − Σ E)."""
     guaranteed = guarantees(pool)
     floor = sum(guaranteed.values())
-    cuts = list(segments(bookings(pool), guaranteed, since=since))
+    until = since + timedelta(days=days)
+    cuts = []
+    for cut in segments(bookings(pool), guaranteed, since=since):
+        if cut.start >= until:
+            break  # segments come in time order: the rest lie past the week
+        cuts.append(cut)
     rows = []
+    first = 0  # the first segment that may still overlap a step (steps move forward)
     for step in range(days * 24 // step_hours):
         t0 = since + timedelta(hours=step * step_hours)
         t1 = t0 + timedelta(hours=step_hours)
-        beyond = max(
-            (
-                c.reserved_beyond_guarantee
-                for c in cuts
-                if c.start < t1 and (c.end is None or c.end > t0)
-            ),
-            default=0,
-        )
+        while first < len(cuts) and cuts[first].end is not None and cuts[first].end <= t0:
+            first += 1
+        beyond = 0
+        for cut in cuts[first:]:
+            if cut.start >= t1:
+                break
+            beyond = max(beyond, cut.reserved_beyond_guarantee)
         rows.append(
             {
                 "start": t0,
