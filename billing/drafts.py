@@ -108,7 +108,9 @@ def read(*, start: datetime, now: datetime, project_ids: list[int] | None) -> Ke
     rows = DraftLines.objects.filter(period=start.date())
     if project_ids is not None:
         rows = rows.filter(project_key__in=[DraftLines.PLATFORM, *project_ids])
-    found = list(rows)
+    found = list(
+        rows.values_list("project_key", "as_of", "covered_end", "lines", "pools", named=True)
+    )
     header = next((row for row in found if row.project_key == DraftLines.PLATFORM), None)
     max_age = timedelta(seconds=settings.PORTAL_SPEND_SNAPSHOT_MAX_AGE_SECONDS)
     if header is None or not now - max_age <= header.as_of <= now:

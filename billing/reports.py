@@ -443,7 +443,7 @@ def _keep(*, gpu_model_ids: list[int], now: datetime, days: int) -> dict[int, Ke
     }
     cache.set_many(
         {advice_cache_key(gpu_model_id=m, days=days): entry for m, entry in kept.items()},
-        timeout=int(ADVICE_MAX_AGE.total_seconds()),
+        timeout=whole_seconds(ADVICE_MAX_AGE),
     )
     return kept
 

@@ -1,6 +1,7 @@
 """Web pages of the money side: statements with drill-down, sign-off and disputes, the
 finance page, exports and reports (the spend shown as it goes is in spend_views)."""
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -8,6 +9,8 @@ from typing import Any
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -32,6 +35,9 @@ from billing.selectors import (
 from portal import access
 from portal.errors import DomainError, form_again, put_on_form
 from portal.models import Project
+
+# Statements the finance page draws at a time.
+FINANCE_ROWS_PER_PAGE = 25
 
 
 def _previous_month(start: datetime) -> datetime:
@@ -313,33 +319,33 @@ def finance(request: HttpRequest) -> HttpResponse:
         error, period = str(invalid), None
     now = timezone.now()
     start = period_start(period or now)
-    items = finance_statements(start=start, now=now)
-    with translation.override(exports.LANGUAGE):
-        exported = _export_response(
-            request,
-            items,
-            title=_("All statements"),
-            period=start,
-            filename=f"statements-{start:%Y-%m}",
-        )
-    if exported is not None and not error:
-        return exported
     current = period_start(now)
+    if request.GET.get("format") in ("csv", "pdf") and not error:
+        items = finance_statements(start=start, now=now)
+        with translation.override(exports.LANGUAGE):
+            exported = _export_response(
+                request,
+                items,
+                title=_("All statements"),
+                period=start,
+                filename=f"statements-{start:%Y-%m}",
+            )
+        assert exported is not None
+        return exported
+    rows, platform = finance_rows(start=start, now=now)
     following = period_end(start)
     closed_at = next(
-        (
-            item.view.statement.closed_at
-            for item in items
-            if item.view.statement is not None and item.view.statement.closed_at
-        ),
+        (row.statement.closed_at for row in rows if row.statement and row.statement.closed_at),
         None,
     )
-    platform = [item for item in items if item.project_slug == "platform"]
+    # A page of rows drawn; the total is every project's.
+    page = Paginator(rows, FINANCE_ROWS_PER_PAGE).get_page(request.GET.get("page"))
     return render(
         request,
         "billing/finance.html",
         {
-            "items": items,
+            "items": page,
+            "page": page,
             "period": start,
             "is_current": start == current,
             "closes_at": services.closes_at(start),
@@ -347,18 +353,99 @@ def finance(request: HttpRequest) -> HttpResponse:
             "closed_at": closed_at,
             "grace_hours": settings.PORTAL_STATEMENT_GRACE_HOURS,
             "platform_lines": explain.platform_sentences(
-                view=platform[0].view, lines=platform[0].view.lines, now=now
+                view=platform, lines=platform.lines, now=now
             )
-            if platform
+            if platform is not None
             else [],
             "period_label": start.strftime("%Y-%m"),
-            "total": sum((item.view.total for item in items), Decimal("0.00")),
+            "total": sum((row.total for row in rows), Decimal("0.00")),
             "error": error,
             "previous": _previous_month(start).strftime("%Y-%m"),
             "next": following.strftime("%Y-%m") if following <= current else "",
         },
         status=400 if error else 200,
     )
+
+
+@dataclass(frozen=True)
+class FinanceRow:
+    """One statement as the finance page lists it: whose, its state, lines and total."""
+
+    project_slug: str
+    project_name: str
+    statement: Statement | None
+    is_draft: bool
+    status: str
+    line_count: int
+    total: Decimal
+
+
+def finance_rows(
+    *, start: datetime, now: datetime
+) -> tuple[list[FinanceRow], StatementView | None]:
+    """Every project's row of a month and the platform's statement (its lines are
+    explained). A closed month reads its stored totals and counts its lines in the
+    database; an open one reads the kept lines (``finance_statements``)."""
+    if start != period_start(now):
+        closed = list(
+            Statement.objects.filter(period=start.date())
+            .exclude(status=Statement.Status.DRAFT)
+            .select_related("project", "decided_by")
+            .annotate(line_count=Count("lines"))
+            .order_by("project__slug")
+        )
+        if closed:
+            rows, platform = [], None
+            for statement in closed:
+                if statement.project is None:
+                    platform = StatementView(
+                        project_id=0,
+                        period=start,
+                        lines=sorted(statement.lines.all(), key=lambda line: line.pk),
+                        currency=statement.currency,
+                        status=statement.status,
+                        statement=statement,
+                    )
+                    continue
+                rows.append(
+                    FinanceRow(
+                        statement.project.slug,
+                        statement.project.name,
+                        statement,
+                        False,
+                        statement.status,
+                        statement.line_count,
+                        statement.total,
+                    )
+                )
+            if platform is not None:
+                rows.append(
+                    FinanceRow(
+                        "platform",
+                        _("Platform overhead"),
+                        platform.statement,
+                        False,
+                        platform.status,
+                        len(platform.lines),
+                        platform.total,
+                    )
+                )
+            return rows, platform
+    items = finance_statements(start=start, now=now)
+    rows = [
+        FinanceRow(
+            item.project_slug,
+            item.project_name,
+            item.view.statement,
+            item.view.is_draft,
+            item.view.status,
+            len(item.view.lines),
+            item.view.total,
+        )
+        for item in items
+    ]
+    platform = next((item.view for item in items if item.project_slug == "platform"), None)
+    return rows, platform
 
 
 def finance_statements(*, start: datetime, now: datetime) -> list[exports.ExportStatement]:

@@ -49,7 +49,7 @@ STATUS_GROUPS = {
     "waiting": (Status.PENDING_APPROVAL, Status.SCHEDULED, Status.QUEUED),
     "ended": Reservation.FINAL,
 }
-LEASES_PER_PAGE = 50
+LEASES_PER_PAGE = 25
 # Up to this many projects, a member's lease list reads each project's page apart.
 SPLIT_MAX = 20
 

@@ -5,6 +5,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.translation import gettext as _
@@ -16,17 +17,23 @@ from rental.loans import quota_requests
 from rental.models import QuotaRequest, Reservation
 from rental.views.leases import any_changing
 
+# Rows of the projects list a page shows.
+PROJECTS_PER_PAGE = 25
+
 # --- Projects --------------------------------------------------------------------------
 
 
 @login_required
 def project_list(request: HttpRequest) -> HttpResponse:
+    """The projects a person can see, a page at a time: a page reads and draws its own
+    rows' figures, whatever the number of projects."""
     roles = access.roles(request.user)
     projects = selectors.projects_overview(access.visible_projects(request.user)).order_by(
         "-is_active", "name"
     )
-    rows = [(project, roles.get(project.pk)) for project in projects]
-    return render(request, "rental/leases/projects.html", {"rows": rows})
+    page = Paginator(projects, PROJECTS_PER_PAGE).get_page(request.GET.get("page"))
+    rows = [(project, roles.get(project.pk)) for project in page]
+    return render(request, "rental/leases/projects.html", {"rows": rows, "page": page})
 
 
 @login_required

@@ -8,8 +8,15 @@ from django.urls import reverse
 
 from portal.models import Membership
 from rental.models import Reservation
+from rental.views import leases as lease_views
 from tests import factories
 from tests.rental.views.test_page_costs import add_history
+
+
+@pytest.fixture(autouse=True)
+def pages_of_fifty(monkeypatch):
+    """The walks below are written for pages of 50 leases, whatever the list's own size."""
+    monkeypatch.setattr(lease_views, "LEASES_PER_PAGE", 50)
 
 
 def shown(client, query: str) -> tuple[list[int], dict[str, str]]:
