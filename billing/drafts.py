@@ -59,6 +59,8 @@ def store(computed: PeriodLines, *, now: datetime) -> int:
             as_of=now,
             covered_end=computed.covered_end,
             lines=[line_data(line) for line in lines],
+            line_count=len(lines),
+            total=sum((line.amount for line in lines), Decimal("0.00")),
             pools={str(model): figures for model, figures in computed.pools.items()}
             if project_id is None
             else {},
@@ -80,7 +82,7 @@ def store(computed: PeriodLines, *, now: datetime) -> int:
             rows,
             update_conflicts=True,
             unique_fields=["period", "project_key"],
-            update_fields=["as_of", "covered_end", "lines", "pools"],
+            update_fields=["as_of", "covered_end", "lines", "pools", "line_count", "total"],
             batch_size=500,
         )
         DraftLines.objects.filter(period=period, as_of__lt=now).delete()
@@ -130,6 +132,28 @@ def read(*, start: datetime, now: datetime, project_ids: list[int] | None) -> Ke
         },
         pools={int(model): figures for model, figures in header.pools.items()},
     )
+
+
+@dataclass(frozen=True)
+class KeptTotal:
+    """A project's kept lines as the finance page lists them: how many, and their sum."""
+
+    line_count: int
+    total: Decimal
+
+
+def read_totals(*, start: datetime, now: datetime) -> tuple[dict[int, KeptTotal], Kept] | None:
+    """Every project's kept line count and total (the lines themselves not read), and the
+    platform's kept lines, in two queries; None when they are missing or not fresh."""
+    rows = list(
+        DraftLines.objects.filter(period=start.date())
+        .exclude(project_key=DraftLines.PLATFORM)
+        .values_list("project_key", "as_of", "line_count", "total")
+    )
+    platform = read(start=start, now=now, project_ids=[])
+    if platform is None or any(as_of != platform.as_of for _key, as_of, _n, _t in rows):
+        return None
+    return {key: KeptTotal(count, total) for key, _as_of, count, total in rows}, platform
 
 
 def kept_or_computed(

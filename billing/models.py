@@ -317,6 +317,9 @@ class DraftLines(models.Model):
     covered_end = models.DateTimeField(_("computed to"))
     lines = models.JSONField(_("lines"), default=list)
     pools = models.JSONField(_("pools"), default=dict)
+    # The lines' count and sum, for the finance page's rows (it draws no line).
+    line_count = models.PositiveIntegerField(_("lines"), default=0)
+    total = models.DecimalField(_("total"), max_digits=30, decimal_places=2, default=0)
 
     class Meta:
         verbose_name = _("draft lines")

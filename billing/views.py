@@ -9,6 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.cache import cache
 from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse
@@ -91,6 +92,23 @@ def statement(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "billing/statement.html", context, status=400 if error else 200)
 
 
+# A closed month's spend per requester never changes (its runs are closed and billed);
+# kept a day, so that a statement page does not re-read the month's runs on each view.
+CLOSED_REQUESTERS_SECONDS = 24 * 3600
+
+
+def _requesters(project: Project, view: StatementView, *, now: datetime) -> list:
+    if view.is_draft:
+        return spend_per_requester(project_id=project.pk, period=view.period, now=now)
+    statement = view.statement
+    key = f"billing:requesters:{statement.pk}:{statement.closed_at:%Y%m%d%H%M%S%f}"
+    found = cache.get(key)
+    if found is None:
+        found = spend_per_requester(project_id=project.pk, period=view.period, now=now)
+        cache.set(key, found, timeout=CLOSED_REQUESTERS_SECONDS)
+    return found
+
+
 def dispute_form(index: int, data: Any = None) -> DisputeForm:
     """The dispute of the statement's line at ``index`` (one form per line on the page)."""
     return DisputeForm(data, auto_id=f"dispute-%s-{index}")
@@ -153,7 +171,7 @@ def _statement_context(
         "can_dispute": access.can_manage(request.user, project)
         and view.status in (Statement.Status.CLOSED, Statement.Status.DISPUTED),
         "is_admin": access.is_admin(request.user),
-        "requesters": spend_per_requester(project_id=project.pk, period=view.period, now=now),
+        "requesters": _requesters(project, view, now=now),
     }
 
 
@@ -431,6 +449,9 @@ def finance_rows(
                     )
                 )
             return rows, platform
+    kept = drafts.read_totals(start=start, now=now) if start == period_start(now) else None
+    if kept is not None:
+        return _open_rows(start, *kept)
     items = finance_statements(start=start, now=now)
     rows = [
         FinanceRow(
@@ -446,6 +467,33 @@ def finance_rows(
     ]
     platform = next((item.view for item in items if item.project_slug == "platform"), None)
     return rows, platform
+
+
+def _open_rows(
+    start: datetime, totals: dict[int, drafts.KeptTotal], platform: drafts.Kept
+) -> tuple[list[FinanceRow], StatementView | None]:
+    """The open month's rows from the kept totals and the manual lines so far: no
+    project's lines are read, only the platform's (the page explains them)."""
+    manual = manual_lines(project_ids=None, period=start)
+    rows = []
+    for pk, slug, name, active in Project.objects.order_by("slug").values_list(
+        "pk", "slug", "name", "is_active"
+    ):
+        kept = totals.get(pk, drafts.KeptTotal(0, Decimal("0.00")))
+        extra = manual.get(pk, [])
+        count = kept.line_count + len(extra)
+        if not active and not count:
+            continue
+        total = kept.total + sum((line.amount for line in extra), Decimal("0.00"))
+        rows.append(FinanceRow(slug, name, None, True, "draft", count, total))
+    lines = platform.for_project(None)
+    if not lines:
+        return rows, None
+    view = StatementView(project_id=0, period=start, lines=lines, currency=_currency())
+    rows.append(
+        FinanceRow("platform", _("Platform overhead"), None, True, "draft", len(lines), view.total)
+    )
+    return rows, view
 
 
 def finance_statements(*, start: datetime, now: datetime) -> list[exports.ExportStatement]:

@@ -20,7 +20,7 @@ from portal.audit_log import AuditFilterForm, in_words
 from portal.keyset import keyset_page
 from portal.models import AuditEvent
 
-AUDIT_PAGE_SIZE = 50
+AUDIT_PAGE_SIZE = 25
 
 
 class LoginView(auth_views.LoginView):

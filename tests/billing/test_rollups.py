@@ -20,6 +20,7 @@ from billing.periods import period_start
 from billing.selectors import draft_statement
 from billing.services import close_period
 from billing.statements import compute_period
+from billing.views import finance_rows, finance_statements
 from rental.models import Pool, UsageRecord
 from tests.billing.helpers import at, lease, run
 
@@ -260,3 +261,17 @@ def test_a_rebuild_gives_what_the_roll_ups_gave(f0, in_database):
     assert dict(RolledPeriod.objects.values_list("period", "through")) == through
     now = MAY + timedelta(days=400)
     same(compute_period(period=MAY, now=now), compute_period(period=MAY, now=now, from_usage=True))
+
+
+def test_the_finance_page_s_rows_from_kept_totals_are_the_statements(f0):
+    commit_capacity(f0, mode="hybrid")
+    now = timezone.now()
+    awkward_runs(f0, random.Random(23), 60, around=now - timedelta(days=2))
+    spend.refresh(now=now)
+    rows, platform = finance_rows(start=period_start(now), now=now)
+    assert drafts.read_totals(start=period_start(now), now=now) is not None
+    full = finance_statements(start=period_start(now), now=now)
+    assert [(r.project_slug, r.line_count, r.total) for r in rows] == [
+        (item.project_slug, len(item.view.lines), item.view.total) for item in full
+    ]
+    assert platform is None or platform.lines == full[-1].view.lines

@@ -17,6 +17,7 @@ from django.utils import translation
 from portal import audit
 from portal.audit_log import AuditFilterForm, in_words, vocabulary
 from portal.models import AuditEvent
+from portal.views import AUDIT_PAGE_SIZE
 from rental.loans import admission, pools, quotas
 from rental.models import Quota, Reservation
 from tests import factories
@@ -200,12 +201,12 @@ def test_the_filters_combine(f0, client, history):
 
 @pytest.mark.django_db
 def test_paging_keeps_the_filters(f0, client):
-    for _n in range(55):
+    for _n in range(AUDIT_PAGE_SIZE + 5):
         audit.record(actor=f0.alice, verb="project.renamed", obj=f0.alpha, source="web")
     audit.record(actor=f0.bob, verb="project.renamed", obj=f0.beta, source="web")
     client.force_login(f0.admin)
     page = client.get(reverse("audit_log"), {"actor": "alice"}).content.decode()
-    assert len(re.findall(r'<tr id="audit-', page)) == 50
+    assert len(re.findall(r'<tr id="audit-', page)) == AUDIT_PAGE_SIZE
     older = re.search(r'href="\?([^"]+)" id="audit-older"', page)[1]
     assert "actor=alice" in older and "after=" in older
     second = client.get(f"{reverse('audit_log')}?{older.replace('&amp;', '&')}").content
@@ -293,7 +294,7 @@ def test_a_page_costs_the_same_queries_at_any_size(f0, client, count):
     with CaptureQueriesContext(connection) as queries:
         answer = client.get(reverse("audit_log"), {"until": "2100-01-01"})
     assert answer.status_code == 200
-    assert len(re.findall(rb'<tr id="audit-', answer.content)) == min(count, 50)
+    assert len(re.findall(rb'<tr id="audit-', answer.content)) == min(count, AUDIT_PAGE_SIZE)
     # The session and the user, the filter's projects (people are typed, not listed), the
     # page (no count: pages follow a cursor), one query per kind of object on it (pool,
     # quota, project, offering), and the navigation's three (roles, finance, unread).
