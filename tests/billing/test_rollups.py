@@ -71,9 +71,9 @@ def same(a, b):
 def test_rollups_and_live_runs_give_the_lines_of_every_run(f0, seed, mode, in_database):
     commit_capacity(f0, mode=mode)
     rng = random.Random(seed)
-    awkward_runs(f0, rng, 120)
+    awkward_runs(f0, rng, 70)
     assert rollups.roll_up_usage(batch=17) == UsageRecord.objects.exclude(end=None).count()
-    awkward_runs(f0, rng, 40)  # closed since the last roll-up: read live
+    awkward_runs(f0, rng, 25)  # closed since the last roll-up: read live
     for record in UsageRecord.objects.filter(end=None)[:3]:  # runs that ended since, too
         record.end = max(record.start, MAY + timedelta(days=1))
         record.end_reason = "user"
@@ -122,7 +122,7 @@ def test_each_run_is_rolled_up_once(f0):
 @pytest.mark.django_db(transaction=True)
 def test_two_roll_ups_at_the_same_moment_count_each_run_once(f0):
     rng = random.Random(5)
-    awkward_runs(f0, rng, 400)
+    awkward_runs(f0, rng, 160)
     closed = UsageRecord.objects.exclude(end=None).count()
     now = MAY + timedelta(days=400)
     expected = compute_period(period=MAY, now=now, from_usage=True)
@@ -132,7 +132,7 @@ def test_two_roll_ups_at_the_same_moment_count_each_run_once(f0):
     def roll_up() -> None:
         try:
             barrier.wait()
-            counts.append(rollups.roll_up_usage(batch=25))
+            counts.append(rollups.roll_up_usage(batch=10))
         finally:
             connections.close_all()
 
