@@ -30,6 +30,7 @@ from django.db.models import Count, F, Max, Min
 
 from billing.models import RolledPeriod, UsageRollup
 from billing.periods import (
+    GROUP_FIELDS,
     aggregate_billed_seconds,
     billed_seconds,
     period_end,
@@ -43,17 +44,8 @@ ROLL_UP_BATCH = 20_000
 # Reads retried when a roll-up commits between them, before reading the month's runs.
 READ_ATTEMPTS = 3
 
-# A rollup row's key: what a statement's usage line is per (``billing.periods.GROUP_FIELDS``).
-KEY_FIELDS = (
-    "project_id",
-    "gpu_model_id",
-    "market",
-    "tier",
-    "rate",
-    "currency",
-    "exchange_rate",
-    "exchange_rate_ref_id",
-)
+# A rollup row's key: what a statement's usage line is per (the aggregate's groups).
+KEY_FIELDS = GROUP_FIELDS
 
 
 def _periods(run: Any) -> Iterable[datetime]:
