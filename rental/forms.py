@@ -12,7 +12,7 @@ from portal import access
 from portal.models import Project
 from portal.templatetags.portal_tags import rate
 from portal.text import COMMENT_LENGTH, REASON_LENGTH, PlainTextForm
-from rental import selectors
+from rental import request_form, selectors
 from rental.catalog.volumes import offerings_near
 from rental.models import (
     DataVolume,
@@ -192,7 +192,7 @@ class LeaseRequestForm(PlainTextForm):
         # The project's quotas, running GPUs and offerings in two queries; the estimate
         # reads them here too (``choices``).
         self.choices = (
-            selectors.request_choices(
+            request_form.request_choices(
                 user=None if self.is_bound else user, project=self.current_project
             )
             if self.current_project

@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.db import connection
 
-from bench import pages
+from bench import pages, serving
 from bench.generate import PASSWORD
 from bench.production import build
 from billing.models import Statement
@@ -47,22 +47,22 @@ def test_it_builds_a_site_and_times_every_page(tmp_path, capsys):
 
     db = connection.settings_dict
     url = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
-    env = pages.production_env(
+    env = serving.production_env(
         database=url, redis=settings.CELERY_BROKER_URL, static=tmp_path / "static"
     )
-    pages.collect_static(env)
-    port = pages.free_port(set())
-    server = pages.start_gunicorn(port, env, tmp_path / "gunicorn.log")
+    serving.collect_static(env)
+    port = serving.free_port(set())
+    server = serving.start_gunicorn(port, env, tmp_path / "gunicorn.log")
     try:
         base = f"http://127.0.0.1:{port}"
-        browsers = {role: pages.Browser(base) for role in pages.ROLES}
+        browsers = {role: serving.Browser(base) for role in pages.ROLES}
         for role, browser in browsers.items():
             browser.log_in("/login/", pages.USERNAMES[role], PASSWORD)
-        browsers["peer"] = pages.Browser(base)
+        browsers["peer"] = serving.Browser(base)
         browsers["peer"].log_in("/login/", "bench-admin", PASSWORD)
         pages.time_rounds(ours + peer, browsers, results, warmup=0, rounds=1)
     finally:
-        pages.stop(server)
+        serving.stop(server)
 
     failed = {result.label: result.statuses for result in results.values()}
     assert {label: statuses for label, statuses in failed.items() if statuses != {200}} == {}

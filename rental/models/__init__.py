@@ -6,7 +6,6 @@ from rental.models.catalog import GpuModel, Image, Offering, ProviderAccount
 from rental.models.currency import ExchangeRate
 from rental.models.launch import LaunchAttempt, Orphan, RegionSync
 from rental.models.leases import (
-    DataVolume,
     Instance,
     Market,
     Priority,
@@ -20,6 +19,7 @@ from rental.models.leases import (
 from rental.models.outbox import OutboxMessage
 from rental.models.storage import StorageInterval
 from rental.models.unbilled import UnbilledCloudTime
+from rental.models.volumes import DataVolume
 
 __all__ = [
     "AvailabilityWatch",

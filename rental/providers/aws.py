@@ -10,13 +10,12 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Any
 
 import boto3
 import botocore.session
-from botocore import parsers
 from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
@@ -30,8 +29,8 @@ from botocore.exceptions import (
     PartialCredentialsError,
     ReadTimeoutError,
 )
-from botocore.utils import parse_timestamp
 
+from rental.providers.aws_parsing import ResponseParsers
 from rental.providers.aws_volumes import AwsVolumes
 from rental.providers.base import (
     MARKET_ON_DEMAND,
@@ -136,86 +135,9 @@ def _shared_session() -> boto3.session.Session:
     global _session
     if _session is None:
         core = botocore.session.get_session()
-        core.register_component("response_parser_factory", _ResponseParsers())
+        core.register_component("response_parser_factory", ResponseParsers())
         _session = boto3.session.Session(botocore_session=core)
     return _session
-
-
-class _ResponseParsers(parsers.ResponseParserFactory):
-    """botocore's parsers, with the faster timestamps below and, for EC2's answers,
-    ``_EC2Parser``. A describe of 10,000 instances is parsed in the worker; botocore's own
-    parsing was most of the sync's time in the portal (issue 19)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.set_parser_defaults(timestamp_parser=_parse_timestamp)
-
-    def create_parser(self, protocol_name: str) -> parsers.ResponseParser:
-        if protocol_name == "ec2":
-            return _EC2Parser(timestamp_parser=_parse_timestamp)
-        return super().create_parser(protocol_name)
-
-
-class _EC2Parser(parsers.EC2QueryParser):
-    """botocore's EC2 parser, reading each structure by the elements its XML holds instead
-    of by every member its shape declares (an instance declares about 60, an answer holds
-    about 10): the same result, in about half the time. A shape with anything but plain
-    members (attributes, flattened lists, unions, errors) is read by botocore's own code."""
-
-    _members: ClassVar[dict[str, dict[str, tuple[str, Any]] | None]] = {}
-
-    def _handle_structure(self, shape: Any, node: Any) -> dict[str, Any]:
-        members = self._plain_members(shape)
-        if members is None:
-            return super()._handle_structure(shape, node)
-        parsed: dict[str, Any] = {}
-        for xml_name, member_node in self._build_name_to_xml_node(node).items():
-            member = members.get(xml_name)
-            if member is not None:
-                parsed[member[0]] = self._parse_shape(member[1], member_node)
-        return parsed
-
-    @classmethod
-    def _plain_members(cls, shape: Any) -> dict[str, tuple[str, Any]] | None:
-        """The shape's members by their XML name, or None when botocore's walk is needed."""
-        try:
-            return cls._members[shape.name]
-        except KeyError:
-            pass
-        members: dict[str, tuple[str, Any]] | None = {}
-        if shape.metadata.get("exception") or getattr(shape, "is_tagged_union", False):
-            members = None
-        else:
-            for name, member in shape.members.items():
-                serialization = member.serialization
-                xml_name = serialization.get("name") or name
-                if (
-                    serialization.get("xmlAttribute")
-                    or serialization.get("location")
-                    or serialization.get("eventheader")
-                    or (member.type_name == "list" and serialization.get("flattened"))
-                    or xml_name in members
-                ):
-                    members = None
-                    break
-                members[xml_name] = (name, member)
-        cls._members[shape.name] = members
-        return members
-
-
-def _parse_timestamp(text: str) -> datetime:
-    """A timestamp in an answer, as botocore's own parser reads it (aware when the text
-    names its zone, naive otherwise). EC2 sends ISO 8601, which the standard library reads
-    first: botocore's general parser (dateutil) costs about 0.2 ms a timestamp, two
-    seconds of a describe of 10,000 instances. Anything else (a number of seconds, an RFC
-    822 date) goes to botocore's."""
-    with suppress(ValueError):
-        float(text)
-        return parse_timestamp(text)  # an epoch: "20261205" is not a date to botocore
-    try:
-        return datetime.fromisoformat(text)
-    except ValueError:
-        return parse_timestamp(text)
 
 
 def classify_error_code(code: str, http_status: int = 400) -> ProviderErrorKind:

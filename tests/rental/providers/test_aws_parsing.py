@@ -9,7 +9,7 @@ from botocore import parsers
 from botocore.utils import parse_timestamp
 
 from devcloud.server import LocalCloud
-from rental.providers import aws
+from rental.providers import aws, aws_parsing
 from rental.providers.base import TAG_INSTALLATION
 from tests.rental.providers.test_aws_driver import REGION, make_provider, make_spec
 
@@ -27,7 +27,7 @@ from tests.rental.providers.test_aws_driver import REGION, make_provider, make_s
     ],
 )
 def test_it_reads_a_timestamp_as_botocore_does(text: str) -> None:
-    assert aws._parse_timestamp(text) == parse_timestamp(text)
+    assert aws_parsing.parse_iso_first(text) == parse_timestamp(text)
 
 
 def answer_bodies(cloud: LocalCloud) -> list[bytes]:
@@ -62,8 +62,8 @@ def test_it_parses_a_describe_answer_as_botocore_does(cloud: LocalCloud) -> None
     shape = client.meta.service_model.operation_model("DescribeInstances").output_shape
     bodies = answer_bodies(cloud)
     assert bodies
-    fast = aws._ResponseParsers().create_parser("ec2")
-    assert isinstance(fast, aws._EC2Parser)
+    fast = aws_parsing.ResponseParsers().create_parser("ec2")
+    assert isinstance(fast, aws_parsing.EC2Parser)
     for body in bodies:
         response = {"body": body, "headers": {}, "status_code": 200}
         assert fast.parse(response, shape) == parsers.EC2QueryParser().parse(response, shape)
@@ -81,5 +81,5 @@ def test_it_parses_an_error_as_botocore_does() -> None:
         )
     shape = client.meta.service_model.operation_model("DescribeInstances").output_shape
     response = {"body": body, "headers": {}, "status_code": 400}
-    fast = aws._ResponseParsers().create_parser("ec2")
+    fast = aws_parsing.ResponseParsers().create_parser("ec2")
     assert fast.parse(response, shape) == parsers.EC2QueryParser().parse(response, shape)
