@@ -16,7 +16,7 @@ So a draft statement is at most one refresh old (the page says as of when), and 
 row holds is exactly what ``compute_period`` gave at ``as_of`` (``tests/billing``).
 """
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -26,6 +26,7 @@ from django.db import transaction
 
 from billing.apportion import Line
 from billing.models import DraftLines
+from billing.requesters import RequesterSpend
 from billing.statements import PeriodLines, compute_period
 from billing.storage import StorageLine
 
@@ -49,8 +50,15 @@ def line_from(data: dict[str, Any]) -> Line:
     return KINDS[data["type"]](**values)
 
 
-def store(computed: PeriodLines, *, now: datetime) -> int:
-    """Keep every project's computed lines of the period as of ``now``. Returns the rows."""
+def store(
+    computed: PeriodLines,
+    *,
+    now: datetime,
+    requesters: dict[int, list[RequesterSpend]] | None = None,
+) -> int:
+    """Keep every project's computed lines of the period as of ``now``, and its spend per
+    requester as of the same moment. Returns the rows."""
+    requesters = requesters or {}
     period = computed.start.date()
     rows = [
         DraftLines(
@@ -61,6 +69,9 @@ def store(computed: PeriodLines, *, now: datetime) -> int:
             lines=[line_data(line) for line in lines],
             line_count=len(lines),
             total=sum((line.amount for line in lines), Decimal("0.00")),
+            requesters=[spend.data() for spend in requesters.get(project_id, [])]
+            if project_id is not None
+            else [],
             pools={str(model): figures for model, figures in computed.pools.items()}
             if project_id is None
             else {},
@@ -82,7 +93,15 @@ def store(computed: PeriodLines, *, now: datetime) -> int:
             rows,
             update_conflicts=True,
             unique_fields=["period", "project_key"],
-            update_fields=["as_of", "covered_end", "lines", "pools", "line_count", "total"],
+            update_fields=[
+                "as_of",
+                "covered_end",
+                "lines",
+                "pools",
+                "line_count",
+                "total",
+                "requesters",
+            ],
             batch_size=500,
         )
         DraftLines.objects.filter(period=period, as_of__lt=now).delete()
@@ -99,6 +118,7 @@ class Kept:
     covered_end: datetime
     lines: dict[int | None, list[Line]]
     pools: dict[int, dict[str, str]]
+    requesters: dict[int, list[RequesterSpend]] = field(default_factory=dict)
 
     def for_project(self, project_id: int | None) -> list[Line]:
         return self.lines.get(project_id, [])
@@ -111,7 +131,9 @@ def read(*, start: datetime, now: datetime, project_ids: list[int] | None) -> Ke
     if project_ids is not None:
         rows = rows.filter(project_key__in=[DraftLines.PLATFORM, *project_ids])
     found = list(
-        rows.values_list("project_key", "as_of", "covered_end", "lines", "pools", named=True)
+        rows.values_list(
+            "project_key", "as_of", "covered_end", "lines", "pools", "requesters", named=True
+        )
     )
     header = next((row for row in found if row.project_key == DraftLines.PLATFORM), None)
     max_age = timedelta(seconds=settings.PORTAL_SPEND_SNAPSHOT_MAX_AGE_SECONDS)
@@ -131,6 +153,11 @@ def read(*, start: datetime, now: datetime, project_ids: list[int] | None) -> Ke
             if row.lines
         },
         pools={int(model): figures for model, figures in header.pools.items()},
+        requesters={
+            row.project_key: [RequesterSpend.from_data(data) for data in row.requesters]
+            for row in found
+            if row.project_key != DraftLines.PLATFORM
+        },
     )
 
 

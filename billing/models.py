@@ -285,6 +285,31 @@ class UsageRollup(models.Model):
         return f"{self.period:%Y-%m} project {self.project_id}: {self.gpu_seconds} GPU-s"
 
 
+class RequesterRollup(models.Model):
+    """Billed GPU-seconds of closed usage runs in one period, per project, requester and
+    rate (``billing.rollups.REQUESTER_FIELDS``): a statement's "spend per requester"
+    without reading the project's month of runs. Written beside ``UsageRollup``, under the
+    same period lock and version."""
+
+    period = models.DateField(_("period"))
+    project = models.ForeignKey("portal.Project", on_delete=models.CASCADE, related_name="+")
+    # A plain id: a person's rows outlive nothing, and the rollup never joins the users.
+    requester_id = models.IntegerField(_("requester"), null=True)
+    rate = models.DecimalField(_("rate per GPU-hour"), max_digits=12, decimal_places=6)
+    currency = models.CharField(_("currency"), max_length=3)
+    exchange_rate = models.DecimalField(_("exchange rate"), max_digits=20, decimal_places=8)
+    gpu_seconds = models.BigIntegerField(_("GPU-seconds"))
+    runs = models.PositiveIntegerField(_("runs"))
+
+    class Meta:
+        verbose_name = _("requester rollup")
+        verbose_name_plural = _("requester rollups")
+        indexes = [models.Index(fields=["period", "project"])]
+
+    def __str__(self) -> str:
+        return f"{self.period:%Y-%m} project {self.project_id} by {self.requester_id}"
+
+
 class RolledPeriod(models.Model):
     """One period's rollup state: the latest end of a run in it (a computation as of an
     earlier moment cannot use the rollups) and a version bumped by every roll-up that
@@ -320,6 +345,8 @@ class DraftLines(models.Model):
     # The lines' count and sum, for the finance page's rows (it draws no line).
     line_count = models.PositiveIntegerField(_("lines"), default=0)
     total = models.DecimalField(_("total"), max_digits=30, decimal_places=2, default=0)
+    # Spend per requester as of the same moment: [requester, GPU-seconds, value] rows.
+    requesters = models.JSONField(_("requesters"), default=list)
 
     class Meta:
         verbose_name = _("draft lines")

@@ -94,10 +94,17 @@ GROUP_FIELDS = (
 )
 
 
-def aggregate_billed_seconds(records: Any, *, start: datetime, end: datetime, now: datetime) -> Any:
+def aggregate_billed_seconds(
+    records: Any,
+    *,
+    start: datetime,
+    end: datetime,
+    now: datetime,
+    fields: tuple[str, ...] = GROUP_FIELDS,
+) -> Any:
     """The same rule as ``billed_seconds``, summed in the database (PostgreSQL) per
-    ``GROUP_FIELDS``: rows of those fields and ``gpu_seconds``. ``records`` is a queryset
-    of usage from rental's selectors.
+    ``fields`` (``GROUP_FIELDS`` unless told): rows of those fields and ``gpu_seconds``.
+    ``records`` is a queryset of usage from rental's selectors.
 
     EXTRACT(EPOCH …) of a timestamp difference is exact (numeric, to the microsecond), so
     floor and ceiling give the same whole seconds as the integer arithmetic above.
@@ -148,7 +155,7 @@ def aggregate_billed_seconds(records: Any, *, start: datetime, end: datetime, no
                 output_field=numeric,
             ),
         )
-        .values(*GROUP_FIELDS)
+        .values(*fields)
         .annotate(
             gpu_seconds=Sum(
                 ExpressionWrapper(
@@ -157,7 +164,7 @@ def aggregate_billed_seconds(records: Any, *, start: datetime, end: datetime, no
                 )
             )
         )
-        .order_by(*GROUP_FIELDS)
+        .order_by(*fields)
     )
 
 

@@ -28,7 +28,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Count, F, Max, Min
 
-from billing.models import RolledPeriod, UsageRollup
+from billing.models import RequesterRollup, RolledPeriod, UsageRollup
 from billing.periods import (
     GROUP_FIELDS,
     aggregate_billed_seconds,
@@ -46,6 +46,10 @@ READ_ATTEMPTS = 3
 
 # A rollup row's key: what a statement's usage line is per (the aggregate's groups).
 KEY_FIELDS = GROUP_FIELDS
+# A requester rollup row's key: a requester's seconds per rate, which their value needs.
+REQUESTER_FIELDS = ("project_id", "requester_id", "rate", "currency", "exchange_rate")
+# The same, as field paths from a usage run.
+REQUESTER_PATHS = ("project_id", billing_reads.REQUESTER, "rate", "currency", "exchange_rate")
 
 
 def _periods(run: Any) -> Iterable[datetime]:
@@ -60,6 +64,10 @@ def _periods(run: Any) -> Iterable[datetime]:
 
 def _key(run: Any) -> tuple:
     return tuple(getattr(run, name) for name in KEY_FIELDS)
+
+
+def _requester_key(run: Any) -> tuple:
+    return tuple(getattr(run, name) for name in REQUESTER_PATHS)
 
 
 def roll_up_usage(*, batch: int = ROLL_UP_BATCH) -> int:
@@ -91,6 +99,7 @@ def rebuild(*, in_database: bool | None = None) -> int:
         in_database = connection.vendor == "postgresql"
     with transaction.atomic():
         UsageRollup.objects.all().delete()
+        RequesterRollup.objects.all().delete()
         RolledPeriod.objects.all().delete()
         span = billing_reads.rolled_usage().aggregate(first=Min("start"), last=Max("end"))
         if span["first"] is None:
@@ -101,7 +110,9 @@ def rebuild(*, in_database: bool | None = None) -> int:
                 billing_reads.rolled_usage()
                 .filter(id__gt=after)
                 .order_by("id")
-                .values_list(*billing_reads.USAGE_ROW_FIELDS, named=True)[:ROLL_UP_BATCH]
+                .values_list(*billing_reads.USAGE_ROW_FIELDS, billing_reads.REQUESTER, named=True)[
+                    :ROLL_UP_BATCH
+                ]
             ):
                 _add(runs)
                 after = runs[-1].id
@@ -126,6 +137,27 @@ def rebuild(*, in_database: bool | None = None) -> int:
                     if row["gpu_seconds"]
                 ]
                 UsageRollup.objects.bulk_create(rows, batch_size=1000)
+                RequesterRollup.objects.bulk_create(
+                    [
+                        RequesterRollup(
+                            period=period.date(),
+                            runs=row["runs"],
+                            gpu_seconds=int(row["gpu_seconds"]),
+                            **dict(
+                                zip(
+                                    REQUESTER_FIELDS,
+                                    (row[path] for path in REQUESTER_PATHS),
+                                    strict=True,
+                                )
+                            ),
+                        )
+                        for row in aggregate_billed_seconds(
+                            runs, start=period, end=following, now=following, fields=REQUESTER_PATHS
+                        ).annotate(runs=Count("id"))
+                        if row["gpu_seconds"]
+                    ],
+                    batch_size=1000,
+                )
                 RolledPeriod.objects.create(period=period.date(), through=through, version=1)
                 written += len(rows)
             period = following
@@ -135,6 +167,9 @@ def rebuild(*, in_database: bool | None = None) -> int:
 def _add(runs: list) -> None:
     """Within the caller's transaction: the runs' billed seconds, merged into the rollups."""
     sums: dict[datetime, dict[tuple, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+    people: dict[datetime, dict[tuple, list[int]]] = defaultdict(
+        lambda: defaultdict(lambda: [0, 0])
+    )
     through: dict[datetime, datetime] = {}
     minimum = settings.PORTAL_MINIMUM_BILLED_SECONDS
     for run in runs:
@@ -154,9 +189,9 @@ def _add(runs: list) -> None:
         for period, seconds in parts:
             through[period] = max(through.get(period, run.end), run.end)
             if seconds:
-                row = sums[period][_key(run)]
-                row[0] += seconds * run.gpu_count
-                row[1] += 1
+                for row in (sums[period][_key(run)], people[period][_requester_key(run)]):
+                    row[0] += seconds * run.gpu_count
+                    row[1] += 1
     days = sorted(period.date() for period in through)
     RolledPeriod.objects.bulk_create(
         [RolledPeriod(period=day, through=through[period_start(day)]) for day in days],
@@ -168,38 +203,42 @@ def _add(runs: list) -> None:
     )
     for state in states:
         start = period_start(state.period)
-        _merge(state.period, sums.get(start, {}))
+        _merge(state.period, sums.get(start, {}), model=UsageRollup, fields=KEY_FIELDS)
+        _merge(state.period, people.get(start, {}), model=RequesterRollup, fields=REQUESTER_FIELDS)
         RolledPeriod.objects.filter(pk=state.pk).update(
             through=max(state.through, through[start]), version=F("version") + 1
         )
 
 
-def _merge(day: Any, sums: dict[tuple, list[int]]) -> None:
-    """One period's new seconds into its rows (the period's lock is held)."""
+def _merge(
+    day: Any, sums: dict[tuple, list[int]], *, model: type[Any], fields: tuple[str, ...]
+) -> None:
+    """One period's new seconds into its rows of ``model`` keyed by ``fields`` (the
+    period's lock is held)."""
     if not sums:
         return
     rows = {
-        _key(row): row
-        for row in UsageRollup.objects.filter(period=day).only(*KEY_FIELDS, "gpu_seconds", "runs")
+        tuple(getattr(row, name) for name in fields): row
+        for row in model.objects.filter(period=day).only(*fields, "gpu_seconds", "runs")
     }
     changed, added = [], []
     for key, (seconds, runs) in sums.items():
         row = rows.get(key)
         if row is None:
             added.append(
-                UsageRollup(
+                model(
                     period=day,
                     gpu_seconds=seconds,
                     runs=runs,
-                    **dict(zip(KEY_FIELDS, key, strict=True)),
+                    **dict(zip(fields, key, strict=True)),
                 )
             )
         else:
             row.gpu_seconds += seconds
             row.runs += runs
             changed.append(row)
-    UsageRollup.objects.bulk_update(changed, ["gpu_seconds", "runs"], batch_size=1000)
-    UsageRollup.objects.bulk_create(added, batch_size=1000)
+    model.objects.bulk_update(changed, ["gpu_seconds", "runs"], batch_size=1000)
+    model.objects.bulk_create(added, batch_size=1000)
 
 
 def usable(*, start: datetime, now: datetime, through: datetime | None) -> bool:
@@ -221,22 +260,38 @@ def read_usage(
     start: datetime,
     now: datetime,
     live: Callable[[], Iterable[tuple[dict, int]]],
+    stored: Callable[[Any], Iterable[tuple[dict, int]]] | None = None,
 ) -> list[tuple[dict, int]] | None:
-    """The period's usage as (key fields, GPU-seconds) pairs: its rollups plus ``live()``
-    (the runs not rolled up, summed by the caller's rule), from one moment. None when the
-    rollups cannot serve ``now`` (the caller then reads the month's runs)."""
+    """The period's usage as (key fields, GPU-seconds) pairs: its rollups (``stored(day)``,
+    by default every ``UsageRollup`` row of the period) plus ``live()`` (the runs not
+    rolled up, summed by the caller's rule), from one moment. None when the rollups cannot
+    serve ``now`` (the caller then reads the month's runs)."""
+    stored = stored or _usage_rows
     day = start.date()
     for _attempt in range(READ_ATTEMPTS):
         state = RolledPeriod.objects.filter(period=day).values_list("through", "version").first()
         through, version = state or (None, 0)
         if not usable(start=start, now=now, through=through):
             return None
-        found = [
-            (row, row["gpu_seconds"])
-            for row in UsageRollup.objects.filter(period=day).values(*KEY_FIELDS, "gpu_seconds")
-        ]
+        found = list(stored(day))
         found += list(live())
         after = RolledPeriod.objects.filter(period=day).values_list("version", flat=True).first()
         if (after or 0) == version:
             return found
     return None
+
+
+def _usage_rows(day: Any) -> Iterable[tuple[dict, int]]:
+    return [
+        (row, row["gpu_seconds"])
+        for row in UsageRollup.objects.filter(period=day).values(*KEY_FIELDS, "gpu_seconds")
+    ]
+
+
+def requester_rows(day: Any, project_ids: list[int] | None) -> Iterable[tuple[dict, int]]:
+    """A period's requester rollups (of ``project_ids``, or every project's) as
+    (``REQUESTER_FIELDS``, GPU-seconds) pairs, for ``read_usage(stored=...)``."""
+    rows = RequesterRollup.objects.filter(period=day)
+    if project_ids is not None:
+        rows = rows.filter(project_id__in=project_ids)
+    return [(row, row["gpu_seconds"]) for row in rows.values(*REQUESTER_FIELDS, "gpu_seconds")]

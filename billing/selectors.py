@@ -27,6 +27,7 @@ from billing.periods import (  # noqa: F401  (the public names of billed time li
     period_start,
     whole_seconds,
 )
+from billing.requesters import RequesterSpend
 from billing.statements import PeriodLines, compute_period
 from billing.thresholds import readable_thresholds
 from rental import billing_reads
@@ -114,6 +115,8 @@ class StatementView:
     statement: Any = None
     pools: dict[int, dict[str, str]] = field(default_factory=dict)
     covered_end: datetime | None = None
+    # Spend per requester as kept with the lines (None: not kept; read it when needed).
+    requesters: list[RequesterSpend] | None = None
 
     @property
     def total(self) -> Decimal:
@@ -186,6 +189,7 @@ def draft_statement(
             if getattr(line, "gpu_model_id", None)
         },
         covered_end=computed.covered_end,
+        requesters=computed.requesters.get(project_id, []) if isinstance(computed, Kept) else None,
     )
 
 
@@ -287,36 +291,6 @@ def intervals(
             )
         )
     return result
-
-
-@dataclass(frozen=True)
-class RequesterSpend:
-    requester: str
-    gpu_seconds: int
-    value: Decimal  # usage at the captured rates, before any apportionment
-
-    @property
-    def gpu_hours(self) -> Decimal:
-        return (Decimal(self.gpu_seconds) / SECONDS_PER_HOUR).quantize(Decimal("0.01"))
-
-
-def spend_per_requester(
-    *, project_id: int, period: datetime, now: datetime
-) -> list[RequesterSpend]:
-    """Who used what in a project's period: GPU-hours and their value at the rates captured
-    at launch, rounded once per requester."""
-    seconds: dict[str, int] = defaultdict(int)
-    exact: dict[str, Decimal] = defaultdict(Decimal)
-    for interval in intervals(project_id=project_id, period=period, now=now):
-        seconds[interval.requester] += interval.gpu_seconds
-        exact[interval.requester] += interval.exact_cost
-    return sorted(
-        (
-            RequesterSpend(requester=who, gpu_seconds=seconds[who], value=quantize(exact[who]))
-            for who in seconds
-        ),
-        key=lambda row: (-row.value, row.requester),
-    )
 
 
 def lease_cost(*, reservation_id: int, now: datetime | None = None) -> tuple[int, Decimal]:

@@ -29,6 +29,7 @@ from billing import drafts, rollups
 from billing.models import SpendSnapshot
 from billing.money import AMOUNT_LIMIT
 from billing.periods import period_start
+from billing.requesters import spend_by_project
 from billing.selectors import month_to_date, totals
 from billing.statements import compute_period
 from portal.models import Project
@@ -47,7 +48,11 @@ def refresh(*, now: datetime | None = None) -> int:
     period = period_start(now).date()
     projects = dict(Project.objects.filter(is_active=True).values_list("pk", "slug"))
     computed = compute_period(period=period_start(now), now=now)
-    drafts.store(computed, now=now)
+    drafts.store(
+        computed,
+        now=now,
+        requesters=spend_by_project(project_ids=None, period=period_start(now), now=now),
+    )
     spent = totals(computed, project_ids=list(projects))
     rows = []
     for project_id, slug in projects.items():

@@ -24,6 +24,7 @@ from billing import reports as billing_reports
 from billing.forms import AnswerForm, DisputeForm
 from billing.models import LineDispute, Statement, StatementLine
 from billing.periods import parse_period
+from billing.requesters import spend_per_requester
 from billing.selectors import (
     StatementView,
     draft_statement,
@@ -31,7 +32,6 @@ from billing.selectors import (
     manual_lines,
     period_end,
     period_start,
-    spend_per_requester,
 )
 from portal import access
 from portal.errors import DomainError, form_again, put_on_form
@@ -98,6 +98,8 @@ CLOSED_REQUESTERS_SECONDS = 24 * 3600
 
 
 def _requesters(project: Project, view: StatementView, *, now: datetime) -> list:
+    if view.requesters is not None:
+        return view.requesters
     if view.is_draft:
         return spend_per_requester(project_id=project.pk, period=view.period, now=now)
     statement = view.statement

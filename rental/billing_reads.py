@@ -30,6 +30,8 @@ from rental.models.currency import billing_currency
 from rental.selectors import usage_for_period
 
 # What billing reads of each usage run (billed seconds are computed from these).
+# A usage run's requester (its lease's), as a field path from the run.
+REQUESTER = "instance__reservation__requester_id"
 USAGE_ROW_FIELDS = (
     "id",
     "project_id",
@@ -68,7 +70,7 @@ def usage_rows_for_period(
         *USAGE_ROW_FIELDS,
         "instance_id",
         "instance__reservation_id",
-        "instance__reservation__requester_id",
+        REQUESTER,
         named=True,
     )
 
@@ -190,13 +192,15 @@ def rolled_usage(*, start: datetime | None = None, end: datetime | None = None):
 
 def claim_usage_to_roll_up(*, after: int, limit: int) -> list:
     """Within the caller's transaction: up to ``limit`` closed runs not rolled up yet with
-    an id above ``after``, in id order, as plain rows, locked (runs another roll-up holds
-    are skipped, not waited for). Read through the partial index on runs not rolled up."""
+    an id above ``after``, in id order, as plain rows with their ``REQUESTER``, locked
+    (runs another roll-up holds are skipped, not waited for). Read through the partial
+    index on runs not rolled up."""
     return list(
-        UsageRecord.objects.select_for_update(skip_locked=True)
+        # Only the runs are locked, not the leases their requester comes from.
+        UsageRecord.objects.select_for_update(skip_locked=True, of=("self",))
         .filter(rolled_up=False, end__isnull=False, id__gt=after)
         .order_by("id")
-        .values_list(*USAGE_ROW_FIELDS, named=True)[:limit]
+        .values_list(*USAGE_ROW_FIELDS, REQUESTER, named=True)[:limit]
     )
 
 
