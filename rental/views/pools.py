@@ -123,6 +123,21 @@ def _week(request: HttpRequest, pool: Pool) -> dict[str, Any]:
     monday = first - timedelta(days=first.weekday())
     since = datetime.combine(monday, time(0), tzinfo=UTC)
     steps = reservations.week(pool, since=since)
+    # Each cell's words and id are made here, once a cell: 168 template blocks a page
+    # cost more than the rest of the page.
+    says = _(
+        "%(at)s UTC: %(r)s GPUs booked beyond the guarantees, %(g)s guaranteed in all, "
+        "%(f)s free"
+    )
+    for step in steps:
+        step["says"] = says % {
+            "at": step["start"].strftime("%Y-%m-%d %H:%M"),
+            "r": step["reserved"],
+            "g": step["guaranteed"],
+            "f": step["free"],
+        }
+        step["key"] = step["start"].strftime("%Y%m%d-%H")
+        step["is_now"] = step["start"] == now_hour
     days = [monday + timedelta(days=day) for day in range(7)]
     rows = [
         {"hour": hour, "cells": [steps[day * 24 + hour] for day in range(7)]} for hour in range(24)
