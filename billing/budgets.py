@@ -173,6 +173,8 @@ def _fire(
                     budget=budget.monthly_amount,
                 ),
                 link=reverse("rental:project", args=[budget.project.slug]),
+                event=notifications.Event.BUDGET_THRESHOLD,
+                project=budget.project,
             )
     except IntegrityError:
         return None  # fired already this period (the unique constraint says so)

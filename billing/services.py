@@ -179,6 +179,8 @@ def close_period(*, period: date | datetime, actor: Any = None, now: datetime | 
                         ),
                         body=Phrase(gettext_noop("Total: %(total)s"), total=statement.total),
                         link=link,
+                        event=notifications.Event.STATEMENT_READY,
+                        project=project_id,
                     ),
                 )
             )

@@ -3,7 +3,8 @@
 Rules (DESIGN.md §5): an engineer sees only their projects; a manager decides
 only for projects they manage; admins (staff) see and configure everything;
 finance reads everything. An object outside a user's reach is answered 404, so
-its existence is not revealed.
+its existence is not revealed. A project's service token acts as an engineer of that
+project alone (``roles``), within its scopes (``portal.service_tokens``).
 """
 
 import hmac
@@ -13,10 +14,11 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Model, QuerySet
+from django.db.models import CharField, Model, QuerySet, Value
 from django.http import Http404, HttpRequest
+from django.utils import timezone
 
-from portal.models import FINANCE_GROUP, Membership, Project
+from portal.models import FINANCE_GROUP, Membership, Project, ServiceToken
 
 User = AbstractBaseUser | AnonymousUser
 M = TypeVar("M", bound=Model)
@@ -46,11 +48,22 @@ def roles(user: User) -> dict[int, str]:
         return {}
     cached = getattr(user, "_portal_roles", None)
     if cached is None:
-        cached = dict(
-            Membership.objects.filter(user=user, project__is_active=True).values_list(
-                "project_id", "role"
-            )
+        members = Membership.objects.filter(user=user, project__is_active=True).values_list(
+            "project_id", "role"
         )
+        # A service token's account (portal/service_tokens.py) has an engineer's reach in
+        # its token's project while the token is usable; it is a member of nothing.
+        as_token = (
+            ServiceToken.objects.filter(
+                account=user,
+                project__is_active=True,
+                revoked_at__isnull=True,
+                expires_at__gt=timezone.now(),
+            )
+            .annotate(role=Value(Membership.Role.ENGINEER.value, output_field=CharField()))
+            .values_list("project_id", "role")
+        )
+        cached = dict(members.order_by().union(as_token.order_by()))
         user._portal_roles = cached
     return cached
 

@@ -1,6 +1,6 @@
 """Admin for the people side: users with their memberships, projects, the audit log,
-notifications and login locks. Changelists select their related rows up front, so each
-page runs a fixed number of queries however many rows it shows."""
+service tokens, notifications and login locks. Changelists select their related rows up
+front, so each page runs a fixed number of queries however many rows it shows."""
 
 import json
 from typing import Any
@@ -19,7 +19,14 @@ from django.utils.translation import ngettext
 
 from portal import access, login_throttle
 from portal.errors import DomainError
-from portal.models import AuditEvent, LoginLock, Membership, Notification, Project
+from portal.models import (
+    AuditEvent,
+    LoginLock,
+    Membership,
+    Notification,
+    Project,
+    ServiceToken,
+)
 from portal.nesting import ShallowJSONField
 from portal.text import follows_text_rule
 
@@ -97,6 +104,11 @@ class PortalUserAdmin(PlainTextFields, UserAdmin):
     list_filter = ["is_staff", "is_superuser", "is_active", "groups"]
     readonly_fields = ["last_login", "date_joined"]
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        # People only: a service token's account is listed with its token, and no picker
+        # of members (the project's autocomplete reads here) offers it.
+        return super().get_queryset(request).filter(service_token__isnull=True)
+
 
 @admin.register(Project)
 class ProjectAdmin(PortalAdmin):
@@ -145,6 +157,18 @@ class AuditEventAdmin(ReadOnlyAdmin):
     @admin.display(description=_("after"))
     def after_pretty(self, obj: AuditEvent) -> str:
         return _pretty_json(obj.after)
+
+
+@admin.register(ServiceToken)
+class ServiceTokenAdmin(ReadOnlyAdmin):
+    """Projects' service tokens, to look at: their managers make and revoke them on the
+    project's service tokens page (``portal.service_tokens``), which audits both."""
+
+    list_display = ["name", "project", "scopes", "prefix", "created_by", "expires_at", "revoked_at"]
+    list_filter = [("revoked_at", admin.EmptyFieldListFilter), "project"]
+    search_fields = ["name", "prefix", "project__slug"]
+    list_select_related = ["project", "created_by"]
+    exclude = ["digest"]
 
 
 @admin.register(Notification)

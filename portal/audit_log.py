@@ -41,6 +41,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from portal.models import AuditEvent, Project
+from portal.service_tokens import actor_name
 from portal.text import PlainTextForm
 
 Text = str | Promise
@@ -313,7 +314,7 @@ class _Words(dict):
 
 def sentence(event: AuditEvent, obj: SafeString) -> SafeString:
     """The event as one sentence in the active language, HTML-safe (values escaped)."""
-    actor = event.actor.get_username() if event.actor else _("The portal")
+    actor = actor_name(event.actor) if event.actor else _("The portal")
     words = _Words()
     for key, value in (event.before or {}).items():
         words[f"was_{key}"] = _in_sentence(_value(event.object_type, key), value)

@@ -1,5 +1,5 @@
 """How the portal's own audit events read (``portal.audit_log``): projects, members,
-API tokens and login locks."""
+API tokens, service tokens and login locks."""
 
 from collections.abc import Mapping
 
@@ -8,7 +8,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext_lazy
 
 from portal.audit_log import Kind, Named, Value, Verb, choice, counted, numeric_ids
-from portal.models import ApiToken, LoginLock, Membership, Project
+from portal.models import ApiToken, LoginLock, Membership, Project, ServiceToken
 
 
 def _projects(ids: list[str]) -> Mapping[str, Named]:
@@ -37,6 +37,17 @@ def _tokens(ids: list[str]) -> Mapping[str, Named]:
     }
 
 
+def _service_tokens(ids: list[str]) -> Mapping[str, Named]:
+    found = ServiceToken.objects.filter(pk__in=numeric_ids(ids)).select_related("project")
+    return {
+        str(token.pk): Named(
+            _("“%(name)s” of %(project)s") % {"name": token.name, "project": token.project.name},
+            reverse("service_tokens", args=[token.project.slug]),
+        )
+        for token in found
+    }
+
+
 def _login_locks(ids: list[str]) -> Mapping[str, Named]:
     return {
         str(lock.pk): Named(
@@ -60,6 +71,13 @@ VERBS = {
     ),
     "token.created": Verb(_("%(actor)s created the API token %(object)s"), _("API token created")),
     "token.revoked": Verb(_("%(actor)s revoked the API token %(object)s"), _("API token revoked")),
+    "service_token.created": Verb(
+        _("%(actor)s created the service token %(object)s with the scopes %(scopes)s"),
+        _("Service token created"),
+    ),
+    "service_token.revoked": Verb(
+        _("%(actor)s revoked the service token %(object)s"), _("Service token revoked")
+    ),
     "login_lock.locked": Verb(
         _("%(actor)s locked the login of %(object)s after %(failures)s"), _("Login locked")
     ),
@@ -72,6 +90,7 @@ KINDS = {
     "portal.project": Kind(_("project"), _projects),
     "portal.membership": Kind(_("membership"), _memberships),
     "portal.apitoken": Kind(_("API token"), _tokens),
+    "portal.servicetoken": Kind(_("service token"), _service_tokens),
     "portal.loginlock": Kind(_("login lock"), _login_locks),
 }
 
@@ -82,6 +101,7 @@ VALUES = {
     "user": Value(_("Person")),
     "role": Value(_("Role"), choice(Membership.Role)),
     "expires_at": Value(_("Expires")),
+    "scopes": Value(_("Scopes")),  # their codes, as the API names them: read, leases
     "username": Value(_("Username")),
     "failures": Value(
         _("Failed logins"),

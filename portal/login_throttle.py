@@ -32,6 +32,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.core.cache import cache
@@ -47,6 +48,7 @@ from portal import access, audit
 from portal.client_address import client_address
 from portal.errors import InvalidTransition, NotPermitted
 from portal.models import AuditEvent, LoginLock
+from portal.service_tokens import is_service_account
 
 # Where a request keeps what its check answered, so the page's check and the backend's
 # are one (the first claims the pair's turn; a second claim would refuse it).
@@ -314,6 +316,20 @@ class ThrottledModelBackend(ModelBackend):
         if check(request, name) is not None:
             raise PermissionDenied
         return super().authenticate(request, username=username, **kwargs)
+
+    def user_can_authenticate(self, user: Any) -> bool:
+        """Never a service token's account (portal/service_tokens.py): it has no password,
+        and a session of it, however made, is no one's (Django asks here for both)."""
+        return super().user_can_authenticate(user) and not is_service_account(user)
+
+    def get_user(self, user_id: Any) -> Any:
+        """The session's user, read with its service token in the same query (so that
+        ``user_can_authenticate`` costs a request nothing more)."""
+        try:
+            user = get_user_model()._default_manager.select_related("service_token").get(pk=user_id)
+        except get_user_model().DoesNotExist:
+            return None
+        return user if self.user_can_authenticate(user) else None
 
 
 @receiver(user_login_failed)

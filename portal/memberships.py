@@ -9,6 +9,7 @@ from django.utils.translation import gettext as _
 from portal import access, audit
 from portal.errors import InvalidInput, NotPermitted
 from portal.models import Membership, Project
+from portal.service_tokens import is_service_account
 
 
 @transaction.atomic
@@ -20,6 +21,8 @@ def set_membership(
         raise NotPermitted(_("Only a manager of the project changes its members."))
     if role not in Membership.Role.values:
         raise InvalidInput(_("A role is “manager” or “engineer”."), field="role")
+    if is_service_account(user):  # its reach is its token's (portal/service_tokens.py)
+        raise NotPermitted(_("A service token is no person and joins no project."))
     now = now or timezone.now()
     membership = Membership.objects.select_for_update().filter(project=project, user=user).first()
     before = {"role": membership.role} if membership else {}

@@ -186,6 +186,60 @@ class ApiToken(models.Model):
         return self.revoked_at is None and self.expires_at > now
 
 
+class ServiceToken(models.Model):
+    """A project's API token for a pipeline, not tied to a person (portal/service_tokens.py).
+
+    It acts through its own ``account``: a user that cannot log in (no password, refused
+    by the login backend), belongs to no project and is no person in any list; while the
+    token is usable, ``portal.access`` gives that account the engineer's reach in
+    ``project`` and nowhere else, and its ``scopes`` say which calls it may make. Only its
+    SHA-256 is stored; the token is shown once."""
+
+    class Scope(models.TextChoices):
+        READ = "read", _("Read")
+        LEASES = "leases", _("Leases")
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="service_tokens")
+    account = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="service_token"
+    )
+    name = models.CharField(_("name"), max_length=80)
+    scopes = models.JSONField(_("scopes"), default=list)
+    digest = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(_("starts with"), max_length=12)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("created by"),
+    )
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
+    expires_at = models.DateTimeField(_("expires at"))
+    last_used_at = models.DateTimeField(_("last used"), null=True, blank=True)
+    revoked_at = models.DateTimeField(_("revoked at"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = _("service token")
+        verbose_name_plural = _("service tokens")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "name"],
+                condition=models.Q(revoked_at__isnull=True),
+                name="one_live_service_token_name_per_project",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    def is_usable(self, now=None) -> bool:
+        now = now or timezone.now()
+        return self.revoked_at is None and self.expires_at > now
+
+
 class Heartbeat(models.Model):
     """When a periodic process last showed that it runs, by name. Beat's heartbeat task
     writes ``beat`` on a worker, so a fresh row says beat schedules and a worker takes

@@ -1,9 +1,10 @@
 """Telling people things: the one call every part of the portal uses, ``notify``.
 
 Each message goes through the site's channels (PORTAL_NOTIFICATION_CHANNELS): a
-notification in the portal and the same by mail today; webhook channels (chat, paging)
-are added later as more ``Channel`` classes behind the same call. Mail is sent after the
-surrounding transaction commits, so a rolled-back change never tells anyone anything.
+notification in the portal, the same by mail, and the project's chat channels
+(``portal.messaging``, for a message that names its ``event`` and ``project``). Mail is
+sent after the surrounding transaction commits, so a rolled-back change never tells
+anyone anything.
 
 A message's subject and body are ``portal.phrases`` texts: the portal keeps them as they
 are and says them in the reader's language when the notification is shown; a mail is
@@ -18,11 +19,28 @@ from typing import Any, Protocol
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import send_mass_mail
-from django.db import transaction
+from django.db import models, transaction
+from django.utils.translation import gettext_lazy as _
 
 from portal import languages
 from portal.models import Membership, Notification, Project
 from portal.phrases import Text, bounded, render
+
+
+class Event(models.TextChoices):
+    """What a message is about, for people's subscriptions to chat channels
+    (``portal.messaging``). The values are stable: receivers of the signed webhook and
+    stored subscriptions name them."""
+
+    APPROVAL_NEEDED = "approval.needed", _("Approval needed")
+    REQUEST_DECIDED = "request.decided", _("Request decided")
+    LEASE_STARTED = "lease.started", _("Lease started (with its SSH command)")
+    LEASE_ENDING = "lease.ending", _("Lease ending soon")
+    IDLE_WARNING = "lease.idle", _("Idle warning")
+    PREEMPTED = "lease.preempted", _("Preempted or reclaimed")
+    BOOKING_STARTING = "booking.starting", _("Booking starting")
+    BUDGET_THRESHOLD = "budget.threshold", _("Budget threshold passed")
+    STATEMENT_READY = "statement.ready", _("Statement ready")
 
 
 @dataclass(frozen=True)
@@ -30,6 +48,10 @@ class Message:
     subject: Text
     body: Text = ""
     link: str = ""
+    # What it is about and in which project: a message with both also goes to the
+    # project's chat channels its recipients subscribe to for that event.
+    event: str = ""
+    project: int | None = None
 
 
 # Who is told what: the recipients (users) and the message.
@@ -97,10 +119,21 @@ def written(message: Message, language: str) -> tuple[str, str]:
 CHANNELS: dict[str, type] = {"portal": PortalChannel, "email": EmailChannel}
 
 
-def notify(users: Iterable[Any], *, subject: Text, body: Text = "", link: str = "") -> None:
+def notify(
+    users: Iterable[Any],
+    *,
+    subject: Text,
+    body: Text = "",
+    link: str = "",
+    event: str = "",
+    project: Project | int | None = None,
+) -> None:
     """Tell ``users`` (None entries are skipped) through every configured channel.
-    ``subject`` and ``body`` are phrases (``portal.phrases``) or a person's own words."""
-    notify_many([(users, Message(subject=subject, body=body, link=link))])
+    ``subject`` and ``body`` are phrases (``portal.phrases``) or a person's own words;
+    ``event`` (an ``Event``) and ``project`` let it reach the project's chat channels."""
+    project_id = project.pk if isinstance(project, Project) else project
+    message = Message(subject=subject, body=body, link=link, event=event, project=project_id)
+    notify_many([(users, message)])
 
 
 def notify_many(batch: Iterable[tuple[Iterable[Any], Message]]) -> None:

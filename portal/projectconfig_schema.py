@@ -15,14 +15,23 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Protocol
 
 import yaml
-from django.contrib.auth import get_user_model
 from django.utils.translation import gettext as _
 
 from portal.errors import Conflict
 from portal.models import Membership, Project
 from portal.nesting import MAX_DEPTH, too_deep
+from portal.service_tokens import people
 
-TOP_KEYS = ("project", "name", "quotas", "budget", "members", "default_image", "volumes")
+TOP_KEYS = (
+    "project",
+    "name",
+    "quotas",
+    "budget",
+    "members",
+    "idp_groups",
+    "default_image",
+    "volumes",
+)
 # The keys the portal handles itself; a section module owns each of the others.
 PORTAL_KEYS = ("project", "name", "members")
 MEMBER_KEYS = ("username", "role")
@@ -168,8 +177,7 @@ def _members(value: Any) -> list[dict[str, Any]]:
         if item["role"] not in Membership.Role.values:
             raise fail(f"{path}.role", _("must be “manager” or “engineer”"))
     users = {
-        u.get_username(): u
-        for u in get_user_model().objects.filter(**{"username__in": names, "is_active": True})
+        u.get_username(): u for u in people().filter(**{"username__in": names, "is_active": True})
     }
     members, seen = [], set()
     for index, (name, item) in enumerate(zip(names, value, strict=True)):

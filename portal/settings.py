@@ -14,6 +14,7 @@ import secrets
 from pathlib import Path
 
 import dj_database_url
+from celery.schedules import crontab
 from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
@@ -89,6 +90,8 @@ INSTALLED_APPS = [
     "django_htmx",
     "django_prometheus",
     "portal.apps.PortalConfig",
+    "portal.messaging.apps.MessagingConfig",
+    "portal.sso.apps.SsoConfig",
     "rental.apps.RentalConfig",
     "billing.apps.BillingConfig",
 ]
@@ -245,7 +248,12 @@ for _name in (
 PORTAL_TRUSTED_PROXIES = env_int("PORTAL_TRUSTED_PROXIES", 0)
 if PORTAL_TRUSTED_PROXIES < 0:
     raise ImproperlyConfigured("PORTAL_TRUSTED_PROXIES must be 0 or more.")
-AUTHENTICATION_BACKENDS = ["portal.login_throttle.ThrottledModelBackend"]
+# Passwords (throttled, and kept to the break-glass admin when PORTAL_PASSWORD_LOGIN is
+# off), then the OpenID Connect callback's (portal/settings_sso.py).
+AUTHENTICATION_BACKENDS = [
+    "portal.sso.backends.PasswordBackend",
+    "portal.sso.backends.OidcBackend",
+]
 
 LANGUAGE_CODE = "en"
 LANGUAGES = [("en", _("English")), ("zh-hans", _("Simplified Chinese"))]
@@ -413,6 +421,7 @@ if PORTAL_OUTBOX_RETENTION_HOURS < 1 or CELERY_BEAT_SCHEDULE["send-outbox"]["sch
         "PORTAL_OUTBOX_RETENTION_HOURS and PORTAL_OUTBOX_SWEEP_INTERVAL must be at least 1."
     )
 from portal.settings_policy import *  # noqa: E402, F403
+from portal.settings_sso import *  # noqa: E402, F403
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -420,7 +429,11 @@ REST_FRAMEWORK = {
         "portal.api.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        # A project's service token calls only what its scopes allow (portal/service_tokens.py).
+        "portal.api.auth.ServiceTokenScopes",
+    ],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["portal.api.parsers.JSONParser"],
     "DEFAULT_PAGINATION_CLASS": "portal.api.pagination.PortalPagination",
@@ -539,6 +552,16 @@ PORTAL_STOPPED_WARNING_DAYS = env_int("PORTAL_STOPPED_WARNING_DAYS", 3)
 CELERY_BEAT_SCHEDULE["expire-stopped-leases"] = {
     "task": "rental.tasks.expire_stopped_leases_task",
     "schedule": 3600.0,
+}
+# Chat channels (portal.messaging): deliveries whose task was lost are queued again each
+# minute; each channel's daily digest goes out at PORTAL_MESSAGING_DIGEST_HOUR (UTC).
+CELERY_BEAT_SCHEDULE["sweep-chat-deliveries"] = {
+    "task": "portal.messaging.tasks.sweep_deliveries_task",
+    "schedule": 60.0,
+}
+CELERY_BEAT_SCHEDULE["send-chat-digests"] = {
+    "task": "portal.messaging.tasks.send_digests_task",
+    "schedule": crontab(minute=0, hour=PORTAL_MESSAGING_DIGEST_HOUR),  # noqa: F405
 }
 
 # An operator's view (docs/operations.md, "Health, metrics and logs").

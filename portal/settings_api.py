@@ -5,7 +5,8 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "GPU Portal API",
     "DESCRIPTION": (
         "Request, watch and end GPU leases; quotas, budgets and statements. "
-        "Authenticate with a personal token: Authorization: Bearer gpp_…"
+        "Authenticate with a personal token (Authorization: Bearer gpp_…) or a project's "
+        "service token (gps_…), which acts only in its project and within its scopes."
     ),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,

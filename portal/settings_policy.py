@@ -52,10 +52,24 @@ PORTAL_ADOPTED_LEASE_HOURS = env_int("PORTAL_ADOPTED_LEASE_HOURS", 8)
 PORTAL_TERMINATE_MAX_ATTEMPTS = env_int("PORTAL_TERMINATE_MAX_ATTEMPTS", 6)
 # L5: engineers are warned this long before their lease ends.
 PORTAL_END_WARNING_MINUTES = env_int("PORTAL_END_WARNING_MINUTES", 15)
-# How people are told things (portal.notifications); webhook channels come later.
-PORTAL_NOTIFICATION_CHANNELS = env_list("PORTAL_NOTIFICATION_CHANNELS", "portal,email")
-if not set(PORTAL_NOTIFICATION_CHANNELS) <= {"portal", "email"}:
-    raise ImproperlyConfigured("PORTAL_NOTIFICATION_CHANNELS lists portal and/or email.")
+# How people are told things (portal.notifications): in the portal, by mail, and in the
+# projects' chat channels (portal.messaging).
+PORTAL_NOTIFICATION_CHANNELS = env_list("PORTAL_NOTIFICATION_CHANNELS", "portal,email,chat")
+if not set(PORTAL_NOTIFICATION_CHANNELS) <= {"portal", "email", "chat"}:
+    raise ImproperlyConfigured("PORTAL_NOTIFICATION_CHANNELS lists portal, email and/or chat.")
+# Chat channels (portal.messaging): how long one send may take (connect, then answer),
+# how often a failed send is tried again (with exponential backoff, at most 5 minutes
+# apart), and the hour (UTC) of the daily digest.
+PORTAL_MESSAGING_TIMEOUT_SECONDS = env_int("PORTAL_MESSAGING_TIMEOUT_SECONDS", 10)
+PORTAL_MESSAGING_MAX_RETRIES = env_int("PORTAL_MESSAGING_MAX_RETRIES", 6)
+PORTAL_MESSAGING_DIGEST_HOUR = env_int("PORTAL_MESSAGING_DIGEST_HOUR", 8)
+if PORTAL_MESSAGING_TIMEOUT_SECONDS < 1 or PORTAL_MESSAGING_MAX_RETRIES < 0:
+    raise ImproperlyConfigured(
+        "PORTAL_MESSAGING_TIMEOUT_SECONDS must be at least 1 and "
+        "PORTAL_MESSAGING_MAX_RETRIES at least 0."
+    )
+if not 0 <= PORTAL_MESSAGING_DIGEST_HOUR <= 23:
+    raise ImproperlyConfigured("PORTAL_MESSAGING_DIGEST_HOUR must be an hour from 0 to 23.")
 # The portal's own address, for links in mail.
 PORTAL_BASE_URL = env_str("PORTAL_BASE_URL", "http://localhost:8000")
 PORTAL_CURRENCY = env_str("PORTAL_CURRENCY", "USD")  # the billing currency (ISO 4217)
@@ -70,13 +84,21 @@ PORTAL_ADMISSION_CHECKS: list[str] = env_list(
 )
 # Dotted paths of the modules that own the sections of a project's configuration
 # document (portal/projectconfig.py) other than project, name and members: rental's
-# quotas, default image and volumes, billing's budget. Every such key needs one owner.
+# quotas, default image and volumes, billing's budget, single sign-on's idp_groups. Every
+# such key needs one owner.
 PORTAL_PROJECT_CONFIG_SECTIONS: list[str] = env_list(
-    "PORTAL_PROJECT_CONFIG_SECTIONS", "rental.projectconfig,billing.projectconfig"
+    "PORTAL_PROJECT_CONFIG_SECTIONS",
+    "rental.projectconfig,billing.projectconfig,portal.sso.projectconfig",
 )
 # Billing: a month's statements close this long after it ends (P1); the company name on PDFs.
 # How each app's audit events read on the audit page (``portal.audit_log``).
-PORTAL_AUDIT_VOCABULARIES = ["portal.audit_words", "rental.audit_words", "billing.audit_words"]
+PORTAL_AUDIT_VOCABULARIES = [
+    "portal.audit_words",
+    "portal.sso.audit_words",
+    "portal.messaging.audit_words",
+    "rental.audit_words",
+    "billing.audit_words",
+]
 PORTAL_STATEMENT_GRACE_HOURS = env_int("PORTAL_STATEMENT_GRACE_HOURS", 48)
 PORTAL_COMPANY_NAME = env_str("PORTAL_COMPANY_NAME", "GPU Portal")
 # Reports: the price of a committed GPU-month where a pool has none yet, and what owning

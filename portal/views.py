@@ -19,6 +19,8 @@ from portal import access, errors, languages, login_throttle
 from portal.audit_log import AuditFilterForm, in_words
 from portal.keyset import keyset_page
 from portal.models import AuditEvent
+from portal.sso import config as sso_config
+from portal.sso import password_login
 
 AUDIT_PAGE_SIZE = 25
 
@@ -26,16 +28,30 @@ AUDIT_PAGE_SIZE = 25
 class LoginView(auth_views.LoginView):
     """Django's login; a try the throttle refuses is answered 429 with ``Retry-After`` and
     the wait in words (the counting itself is in ``portal.login_throttle``, for the
-    admin's login too)."""
+    admin's login too). With single sign-on set up, the page offers "Sign in with …"; with
+    password login switched off, a password for anyone but the break-glass admin is
+    refused with 403 and says so (``portal.sso.password_login``), and is never tried."""
 
     template_name = "portal/login.html"
     redirect_authenticated_user = True
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not password_login.allowed(request.POST.get("username", "")):
+            form = self.get_form()
+            form.errors.clear()
+            form.add_error(None, password_login.refusal())
+            return self.render_to_response(self.get_context_data(form=form), status=403)
         refusal = login_throttle.check(request, request.POST.get("username", ""))
         if refusal is not None:
             return too_many_logins(self, request, refusal)
         return super().post(request, *args, **kwargs)
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        return {
+            **super().get_context_data(**kwargs),
+            "sso_name": sso_config.sign_in_name(),
+            "password_login": settings.PORTAL_PASSWORD_LOGIN,
+        }
 
     def form_valid(self, form: Any) -> HttpResponse:
         return languages.after_login(self.request, super().form_valid(form))
@@ -67,6 +83,9 @@ def throttled_admin_login(admin_login: Any) -> Any:
     """``/admin/login/`` answers a refused try with 429 like our own page."""
 
     def login(request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+        if request.method == "POST" and not password_login.allowed(request.POST.get("username")):
+            context = {"form": None, "throttled": password_login.refusal(), "next": ""}
+            return render(request, "portal/login.html", context, status=403)
         if request.method == "POST":
             refusal = login_throttle.check(request, request.POST.get("username", ""))
             if refusal is not None:
@@ -114,7 +133,9 @@ def audit_log(request: HttpRequest) -> HttpResponse:
     access.require_admin(request.user)
     form = AuditFilterForm(request.GET)
     form.is_valid()  # an invalid filter is shown with its error and left out
-    events = form.filter(AuditEvent.objects.select_related("actor", "project"))
+    events = form.filter(
+        AuditEvent.objects.select_related("actor__service_token__project", "project")
+    )
     page = keyset_page(events, request.GET, size=AUDIT_PAGE_SIZE, moment="at")
     return render(
         request,

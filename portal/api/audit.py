@@ -12,11 +12,16 @@ from portal import access
 from portal.api.filters import DateTimeFilter, PortalFilterSet
 from portal.api.views import PortalViewSet
 from portal.models import AuditEvent
+from portal.service_tokens import actor_name
 
 
 class AuditEventSerializer(serializers.ModelSerializer):
     actor = serializers.CharField(
         source="actor.username", read_only=True, allow_null=True, default=None
+    )
+    actor_name = serializers.SerializerMethodField(
+        help_text='Who did it in words: the username, or "service token <name> (<project>)"; '
+        "null for the portal itself."
     )
     project = serializers.SlugField(
         source="project.slug", read_only=True, allow_null=True, default=None
@@ -28,6 +33,7 @@ class AuditEventSerializer(serializers.ModelSerializer):
             "id",
             "at",
             "actor",
+            "actor_name",
             "verb",
             "object_type",
             "object_id",
@@ -36,6 +42,9 @@ class AuditEventSerializer(serializers.ModelSerializer):
             "before",
             "after",
         ]
+
+    def get_actor_name(self, event: AuditEvent) -> str | None:
+        return actor_name(event.actor) if event.actor else None
 
 
 class AuditEventFilter(PortalFilterSet):
@@ -69,7 +78,7 @@ class AuditEventViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Portal
         if getattr(self, "swagger_fake_view", False):
             return AuditEvent.objects.none()
         access.require_admin(self.request.user)
-        return AuditEvent.objects.select_related("actor", "project")
+        return AuditEvent.objects.select_related("actor__service_token__project", "project")
 
 
 def register(router: Any) -> None:

@@ -19,7 +19,9 @@ class MembershipSerializer(serializers.Serializer):
 class MeSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     username = serializers.CharField()
-    email = serializers.EmailField()
+    email = serializers.CharField(
+        help_text="Their e-mail address; empty when there is none (a service token's)."
+    )
     full_name = serializers.CharField()
     is_admin = serializers.BooleanField()
     is_finance = serializers.BooleanField()

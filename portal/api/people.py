@@ -4,7 +4,6 @@ service configuration-as-code uses), managers of the project and admins only."""
 
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.db.models import Count, QuerySet
 from django.utils.translation import gettext_lazy as _
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
@@ -17,6 +16,7 @@ from portal.api.filters import PortalFilterSet
 from portal.api.views import PortalViewSet
 from portal.errors import NotFound
 from portal.models import Membership, Project
+from portal.service_tokens import people
 
 SLUG = OpenApiParameter("slug", str, OpenApiParameter.PATH, description="The project's slug.")
 
@@ -128,7 +128,7 @@ class MemberViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalView
     def create(self, request: Request, slug: str) -> Response:
         project = self._managed()
         data = self.validated(MemberAddSerializer, request)
-        user = get_user_model().objects.filter(username=data["username"], is_active=True).first()
+        user = people().filter(username=data["username"], is_active=True).first()
         if user is None:  # named in the body, as an id may be: 404 (portal.api.errors)
             raise NotFound(_("No active user has this username."), field="username")
         existed = Membership.objects.filter(project=project, user=user).exists()

@@ -1,4 +1,4 @@
-"""API rate limits: per personal token and per user (so many tokens do not multiply a
+"""API rate limits: per token (personal or service) and per user (so many tokens do not multiply a
 user's allowance), and per address for anonymous calls. Rates are site settings
 (``API_THROTTLE_*``); the counters live in the shared cache. A throttled call is a 429
 with ``Retry-After``. The address is the client's as ``portal.client_address`` reads it
@@ -10,7 +10,7 @@ never turns into refused calls.
 from rest_framework.throttling import AnonRateThrottle, SimpleRateThrottle, UserRateThrottle
 
 from portal.client_address import client_address
-from portal.models import ApiToken
+from portal.models import ApiToken, ServiceToken
 
 
 class ClientAddressMixin:
@@ -22,9 +22,13 @@ class TokenRateThrottle(ClientAddressMixin, SimpleRateThrottle):
     scope = "token"
 
     def get_cache_key(self, request, view):
-        if not isinstance(request.auth, ApiToken):
+        if isinstance(request.auth, ApiToken):
+            ident = str(request.auth.pk)
+        elif isinstance(request.auth, ServiceToken):
+            ident = f"service-{request.auth.pk}"
+        else:
             return None
-        return self.cache_format % {"scope": self.scope, "ident": request.auth.pk}
+        return self.cache_format % {"scope": self.scope, "ident": ident}
 
 
 class PerUserRateThrottle(ClientAddressMixin, UserRateThrottle):

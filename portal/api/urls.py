@@ -36,6 +36,7 @@ API_MODULES: tuple[str, ...] = (
     "rental.api.accounts",
     "portal.api.people",
     "portal.api.tokens",
+    "portal.api.service_tokens",
     "portal.api.audit",
     "billing.api.statements",
     "billing.api.budgets",

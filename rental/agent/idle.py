@@ -13,7 +13,7 @@ from django.utils.translation import gettext_noop
 
 from portal import audit
 from portal.errors import InvalidTransition, NotPermitted
-from portal.notifications import managers_of, notify
+from portal.notifications import Event, managers_of, notify
 from portal.phrases import Phrase, duration
 from rental.agent.idle_rules import (
     ACTIVE,
@@ -119,6 +119,8 @@ def _warn(instance: Instance, lease: Reservation, event: IdleEvent, policy: Idle
         subject=Phrase(gettext_noop("Idle: %(lease)s"), lease=lease_name(lease)),
         body=body,
         link=lease.get_absolute_url(),
+        event=Event.IDLE_WARNING,
+        project=lease.project_id,
     )
     audit.record(
         actor=None,
@@ -145,6 +147,8 @@ def _alert_manager(instance: Instance, lease: Reservation, event: IdleEvent) -> 
             user=lease.requester.get_username(),
         ),
         link=lease.get_absolute_url(),
+        event=Event.IDLE_WARNING,
+        project=lease.project_id,
     )
     audit.record(
         actor=None,
@@ -176,6 +180,8 @@ def _reap(instance: Instance, lease: Reservation, event: IdleEvent, *, now: date
             count=event.count,
         ),
         link=lease.get_absolute_url(),
+        event=Event.IDLE_WARNING,
+        project=lease.project_id,
     )
 
 

@@ -19,7 +19,7 @@ from django.utils.translation import gettext_noop
 
 from portal import audit
 from portal.errors import InvalidInput
-from portal.notifications import notify
+from portal.notifications import Event, notify
 from portal.phrases import Phrase, Text, bounded
 from rental import jobs
 from rental.catalog import volumes
@@ -281,6 +281,8 @@ def fail_instance(
             subject=Phrase(gettext_noop("Could not start %(lease)s"), lease=lease_name(lease)),
             body=message,
             link=lease.get_absolute_url(),
+            event=Event.LEASE_STARTED,
+            project=lease.project_id,
         )
 
 
@@ -337,4 +339,6 @@ def mark_running(instance: Instance, cloud: CloudInstance, *, now: datetime) -> 
                 host=instance.public_address,
             ),
             link=locked.get_absolute_url(),
+            event=Event.LEASE_STARTED,
+            project=locked.project_id,
         )

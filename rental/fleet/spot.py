@@ -16,7 +16,7 @@ from django.utils.translation import gettext_noop
 
 from portal import audit
 from portal.errors import DomainError
-from portal.notifications import notify
+from portal.notifications import Event, notify
 from portal.phrases import Phrase, Text, sentences
 from rental import jobs
 from rental.loans.admission import submit_reservation
@@ -76,6 +76,8 @@ def interruption_notice(*, instance: Instance, notice: dict, now: datetime) -> b
         subject=Phrase(gettext_noop("Spot interruption: %(lease)s"), lease=lease_name(lease)),
         body=body,
         link=lease.get_absolute_url(),
+        event=Event.PREEMPTED,
+        project=lease.project_id,
     )
     return True
 
@@ -146,4 +148,6 @@ def after_sync_interruption(*, instance_id: int, now: datetime) -> None:
             subject=Phrase(gettext_noop("Spot interruption: %(lease)s"), lease=lease_name(lease)),
             body=asks_again(retry),
             link=retry.get_absolute_url(),
+            event=Event.PREEMPTED,
+            project=lease.project_id,
         )

@@ -14,7 +14,7 @@ from django.utils.translation import gettext_noop
 
 from portal import audit
 from portal.models import AuditEvent
-from portal.notifications import admins, notify
+from portal.notifications import Event, admins, notify
 from portal.phrases import Phrase
 from rental import jobs
 from rental.catalog import volumes
@@ -178,6 +178,8 @@ def mark_terminated(*, instance_id: int, at: datetime, reason: str = "") -> None
                 gettext_noop("Ended by the provider: %(lease)s"), lease=lease_name(lease)
             ),
             link=lease.get_absolute_url(),
+            event=Event.PREEMPTED,
+            project=lease.project_id,
         )
     finish_if_all_terminated(lease.pk)
     jobs.admit_queued_on_commit(lease.gpu_model_id)
@@ -256,6 +258,8 @@ def mark_terminated_many(ended: dict[int, datetime]) -> None:
                 gettext_noop("Ended by the provider: %(lease)s"), lease=lease_name(lease)
             ),
             link=lease.get_absolute_url(),
+            event=Event.PREEMPTED,
+            project=lease.project_id,
         )
     Reservation.objects.bulk_update(
         changed_leases, ["status", "end_reason", "ended_at", "status_message"]

@@ -15,7 +15,7 @@ from django.utils.translation import gettext_noop
 
 from portal import audit
 from portal.errors import InvalidTransition
-from portal.notifications import notify
+from portal.notifications import Event, notify
 from portal.phrases import Phrase, plural_noop
 from rental.loans.ending import end_reservation
 from rental.loans.messages import lease_name
@@ -62,6 +62,8 @@ def warn_ending_leases(*, now: datetime | None = None) -> int:
                     end=lease.end,
                 ),
                 link=f"{lease.get_absolute_url()}#extend-form",
+                event=Event.LEASE_ENDING,
+                project=lease.project_id,
             )
             audit.record(
                 actor=None,

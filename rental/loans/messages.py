@@ -9,7 +9,7 @@ from datetime import datetime
 from django.urls import reverse
 from django.utils.translation import gettext_noop
 
-from portal.notifications import admins, managers_of, notify
+from portal.notifications import Event, admins, managers_of, notify
 from portal.phrases import Phrase, Text
 from rental.models import AvailabilityWatch, Instance, Pool, QuotaRequest, Reservation, Tier
 
@@ -52,6 +52,8 @@ def approval_needed(lease: Reservation) -> None:
         subject=Phrase(gettext_noop("Approval needed: %(lease)s"), lease=lease_name(lease)),
         body=lease.status_message,
         link=lease.get_absolute_url(),
+        event=Event.APPROVAL_NEEDED,
+        project=lease.project_id,
     )
 
 
@@ -64,6 +66,8 @@ def decided(lease: Reservation, *, approved: bool) -> None:
         subject=Phrase(subject, lease=lease_name(lease)),
         body=lease.decision_comment,
         link=lease.get_absolute_url(),
+        event=Event.REQUEST_DECIDED,
+        project=lease.project_id,
     )
 
 
@@ -72,6 +76,9 @@ def starting(lease: Reservation) -> None:
         [lease.requester],
         subject=Phrase(gettext_noop("Starting: %(lease)s"), lease=lease_name(lease)),
         link=lease.get_absolute_url(),
+        # A booking whose time came; a queued lease's start is told when it is ready.
+        event=Event.BOOKING_STARTING if lease.is_reservation else "",
+        project=lease.project_id,
     )
 
 
@@ -84,6 +91,8 @@ def preempted(victim: Reservation, *, needed_by: Reservation, due: datetime) -> 
         ),
         body=victim.status_message,
         link=victim.get_absolute_url(),
+        event=Event.PREEMPTED,
+        project=victim.project_id,
     )
 
 
@@ -128,6 +137,8 @@ def extension_asked(
             h=limit_hours if limit_hours is not None else "—",
         ),
         link=lease.get_absolute_url(),
+        event=Event.APPROVAL_NEEDED,
+        project=lease.project_id,
     )
 
 
@@ -142,6 +153,8 @@ def extension_decided(lease: Reservation, *, approved: bool, comment: str) -> No
         subject=Phrase(subject, lease=lease_name(lease)),
         body=comment,
         link=lease.get_absolute_url(),
+        event=Event.REQUEST_DECIDED,
+        project=lease.project_id,
     )
 
 
@@ -159,6 +172,8 @@ def quota_change_asked(request: QuotaRequest, *, by_admin: bool) -> None:
         ),
         body=request.reason,
         link=_project_link(request),
+        event=Event.APPROVAL_NEEDED,
+        project=request.project_id,
     )
 
 
@@ -173,6 +188,8 @@ def quota_change_decided(request: QuotaRequest, *, approved: bool) -> None:
         subject=Phrase(subject, model=request.gpu_model.name),
         body=request.decision_comment,
         link=_project_link(request),
+        event=Event.REQUEST_DECIDED,
+        project=request.project_id,
     )
 
 

@@ -135,6 +135,7 @@ RULES: dict[str, Expect] = {
         kwargs=lambda w: _key(w, "alice_key", w.f0.alice, KEY),
         outsider_kwargs=lambda w: _key(w, "gary_key", w.f0.gary, OTHER_KEY),
         note="A key is its owner's alone, admins included.",
+        service={"get": 404},  # alice's key is not the token's
     ),
     "api:volume-list": Expect(get=EVERYONE, post=(400, 400, 400, 400, 400, ANON)),
     "api:volume-detail": Expect(

@@ -1,11 +1,11 @@
-"""Access-matrix rules for projects, members, personal tokens (API and page) and the audit
-log's API."""
+"""Access-matrix rules for projects, members, personal tokens and a project's service
+tokens (API and pages) and the audit log's API."""
 
 from datetime import timedelta
 
 from django.utils import timezone
 
-from portal import audit, tokens
+from portal import audit, service_tokens, tokens
 from portal.models import Membership
 from tests.access.spec import Expect
 
@@ -22,6 +22,23 @@ def _alice_token(world) -> int:
         return row
 
     return world.once("alice-token", make).pk
+
+
+def _service_token(world, project) -> dict:
+    """A service token of ``project``, made by an admin (any manager could)."""
+
+    def make():
+        row, _raw = service_tokens.create_service_token(
+            actor=world.users["admin"],
+            project=project,
+            name="matrix",
+            scopes=["read"],
+            expires_at=timezone.now() + timedelta(days=1),
+        )
+        return row
+
+    row = world.once(f"service-token-{project.slug}", make)
+    return {"slug": project.slug, "pk": row.pk}
 
 
 def _event(world) -> int:
@@ -78,6 +95,23 @@ RULES: dict[str, Expect] = {
         post=(200, 404, 404, 404, 404, ANON),
         kwargs=lambda world: {"pk": _alice_token(world)},
     ),
+    "api:project-service-token-list": Expect(
+        get=(404, 404, 200, 200, 404, ANON),
+        post=(404, 404, 400, 400, 404, ANON),
+        kwargs=lambda world: {"slug": world.project.slug},
+        outsider_kwargs=lambda world: {"slug": world.other_project.slug},
+        note="A project's service tokens: its managers and admins only.",
+    ),
+    "api:project-service-token-detail": Expect(
+        get=(404, 404, 200, 200, 404, ANON),
+        kwargs=lambda world: _service_token(world, world.project),
+        outsider_kwargs=lambda world: _service_token(world, world.other_project),
+    ),
+    "api:project-service-token-revoke": Expect(
+        post=(404, 404, 200, 200, 404, ANON),
+        kwargs=lambda world: _service_token(world, world.project),
+        outsider_kwargs=lambda world: _service_token(world, world.other_project),
+    ),
     "api:audit-event-list": Expect(get=(404, 404, 404, 200, 404, ANON)),
     "api:audit-event-detail": Expect(
         get=(404, 404, 404, 200, 404, ANON),
@@ -86,6 +120,17 @@ RULES: dict[str, Expect] = {
     "tokens": Expect(
         get=(200, 200, 200, 200, 200, 302),
         post=(200, 200, 200, 200, 200, 302),  # an empty form: the page with its errors
+    ),
+    "service_tokens": Expect(
+        get=(404, 404, 200, 200, 404, 302),
+        post=(404, 404, 200, 200, 404, 302),  # an empty form: the page with its errors
+        kwargs=lambda world: {"slug": world.project.slug},
+        outsider_kwargs=lambda world: {"slug": world.other_project.slug},
+    ),
+    "service_token_revoke": Expect(
+        post=(404, 404, 302, 302, 404, 302),
+        kwargs=lambda world: _service_token(world, world.project),
+        outsider_kwargs=lambda world: _service_token(world, world.other_project),
     ),
     "token_revoke": Expect(
         post=(302, 404, 404, 404, 404, 302),

@@ -7,18 +7,22 @@ of beta only), ``manager`` (alma, manager of alpha), ``admin`` (staff), ``financ
 to which none of the non-site roles belongs, so every object of it must be a 404 for
 them. ``lease`` is alice's pending request in alpha; ``other_lease`` is gary's pending
 request in gamma, whose purpose (``SECRET``) must appear in no answer to a role that may
-not see gamma.
+not see gamma. ``service_tokens`` are alpha's service tokens of ``spec.SERVICE_ROLES``.
 """
 
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.utils import timezone
+
 from billing.models import LineDispute, Statement, StatementLine
+from portal import service_tokens
 from rental.loans import admission
 from rental.models import DataVolume, Instance, Quota, QuotaRequest, Reservation, SshKey
 from tests import factories
+from tests.access.spec import SERVICE_ROLES
 
 SECRET = "train-the-secret-model"
 
@@ -30,6 +34,8 @@ class World:
     lease: Reservation
     other_lease: Reservation
     extra: dict[str, Any] = field(default_factory=dict)  # objects rules create, by name
+    # Service tokens of alpha by role (spec.SERVICE_ROLES): the token each sends.
+    service_tokens: dict[str, str] = field(default_factory=dict)
 
     @property
     def project(self):
@@ -81,6 +87,16 @@ def build() -> World:
         users=users,
         lease=_pending(f0.alice, f0.alpha, "train-the-alpha-model"),
         other_lease=_pending(f0.gary, f0.gamma, SECRET),
+        service_tokens={
+            role: service_tokens.create_service_token(
+                actor=f0.alpha_manager,
+                project=f0.alpha,
+                name=role,
+                scopes=list(scopes),
+                expires_at=timezone.now() + timedelta(days=1),
+            )[1]
+            for role, scopes in SERVICE_ROLES.items()
+        },
     )
 
 

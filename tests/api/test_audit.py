@@ -40,6 +40,7 @@ def test_admins_read_the_log_newest_first(f0, events):
         "id": events[0].pk,
         "at": "2026-04-06T07:00:00Z",
         "actor": "alice",
+        "actor_name": "alice",
         "verb": "lease.submit",
         "object_type": "portal.project",
         "object_id": str(f0.alpha.pk),

@@ -1,12 +1,14 @@
 """Generated requests against the live schema (schemathesis): valid and invalid data for
-every operation, as an admin and as an engineer, through a real HTTP server.
+every operation, as an admin, as an engineer and as a service token of the engineer's
+project (scopes read and leases: what its scopes do not cover must be a 403), through a
+real HTTP server.
 
 Every answer must be no server error, have a status, content type, headers and body the
 schema documents; a request that breaks the schema must be refused, and one that keeps
 to it must not be refused as malformed (no 400: a 404 or a 409 for what the schema cannot
 say); and a request the API refused (4xx) must have written nothing: a
 statement-level trigger on every table logs each INSERT, UPDATE and DELETE while the
-run lasts, and the log must stay empty across every refused request (the token's
+run lasts, and the log must stay empty across every refused request (a token's
 last-use time, written at most once a minute by authentication, aside).
 """
 
@@ -32,7 +34,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from portal import tokens
+from portal import service_tokens, tokens
 from rental.models import AvailabilityWatch
 from tests.access import world as world_module
 from tests.api.leases_world import running_lease
@@ -52,7 +54,7 @@ CHECKS = [
     ignored_auth,
 ]
 # Writes a refused request may leave: authentication records a token's last use.
-ALLOWED_WRITES = {("portal_apitoken", "UPDATE")}
+ALLOWED_WRITES = {("portal_apitoken", "UPDATE"), ("portal_servicetoken", "UPDATE")}
 
 TRIGGERS_ON = """
 CREATE TABLE zz_write_log (id bigserial PRIMARY KEY, tbl text, op text);
@@ -109,7 +111,8 @@ def writes_since(mark: int) -> set[tuple[str, str]]:
 
 @pytest.fixture
 def callers(settings, monkeypatch):
-    """Bearer headers for an admin and an engineer of the world, throttles out of the way."""
+    """Bearer headers for an admin, an engineer of the world and a service token of her
+    project, throttles out of the way."""
     settings.PORTAL_MAX_PENDING_PER_USER = 10_000
     monkeypatch.setattr(
         SimpleRateThrottle,
@@ -135,6 +138,14 @@ def callers(settings, monkeypatch):
             expires_at=timezone.now() + timedelta(days=1),
         )
         headers[role] = {"Authorization": f"Bearer {raw}"}
+    _row, raw = service_tokens.create_service_token(
+        actor=world.f0.alpha_manager,
+        project=world.project,
+        name="generated",
+        scopes=["read", "leases"],
+        expires_at=timezone.now() + timedelta(days=1),
+    )
+    headers["service"] = {"Authorization": f"Bearer {raw}"}
     return headers
 
 

@@ -1,4 +1,6 @@
-"""Re-encrypt every provider account's credentials with the newest encryption key.
+"""Re-encrypt every stored secret with the newest encryption key: provider accounts'
+credentials (each an audit event), the identity provider's client secret and the chat
+channels' addresses.
 
 Rotation: put a new Fernet key first in PORTAL_ENCRYPTION_KEYS (keep the old ones after
 it), restart, run this command, then drop the old keys. The credentials are decrypted in
@@ -12,9 +14,10 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from portal import audit
+from portal import audit, crypto
+from portal.messaging.models import Channel
 from portal.models import AuditEvent
-from rental import crypto
+from portal.sso.models import IdentityProvider
 from rental.models import ProviderAccount
 
 
@@ -56,6 +59,26 @@ class Command(BaseCommand):
         self.stdout.write(
             _("Re-encrypted the credentials of %(count)d provider account(s) with the first key.")
             % {"count": rotated}
+        )
+        others = 0
+        for model, field, name in (
+            (IdentityProvider, "client_secret_encrypted", lambda row: str(row)),
+            (Channel, "secrets_encrypted", lambda row: f"{row.project.slug}/{row.name}"),
+        ):
+            ids = model.objects.exclude(**{field: ""}).order_by("pk").values_list("pk", flat=True)
+            for pk in ids:
+                with transaction.atomic():
+                    row = model.objects.select_for_update().get(pk=pk)
+                    try:
+                        setattr(row, field, crypto.rotate(getattr(row, field)))
+                    except InvalidToken:
+                        unreadable.append(name(row))
+                        continue
+                    row.save(update_fields=[field])
+                    others += 1
+        self.stdout.write(
+            _("Re-encrypted %(count)d other secret(s): the identity provider's, chat channels'.")
+            % {"count": others}
         )
         if unreadable:
             raise CommandError(
