@@ -1,6 +1,7 @@
 """Admin for billing. Statements and their lines are produced by billing itself and never
 edited by hand (corrections are adjustment lines, rule P2), so they are read-only here;
-budgets are editable, with their thresholds checked as field errors."""
+budgets and GPU-hour allocations are editable, with their thresholds checked as field
+errors."""
 
 from typing import Any
 
@@ -9,7 +10,14 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
-from billing.models import Budget, BudgetAlert, Statement, StatementLine
+from billing.models import (
+    Budget,
+    BudgetAlert,
+    GpuHourAlert,
+    GpuHourAllocation,
+    Statement,
+    StatementLine,
+)
 from billing.thresholds import clean_thresholds, readable_thresholds
 from portal.admin import PortalAdmin, PortalInline, ReadOnlyAdmin
 from portal.numbers import NonNegativeNumbersForm
@@ -105,4 +113,51 @@ class BudgetAlertAdmin(ReadOnlyAdmin):
 
     @admin.display(description=_("period"), ordering="period")
     def month(self, obj: BudgetAlert) -> str:
+        return f"{obj.period:%Y-%m}"
+
+
+class GpuHourAllocationForm(NonNegativeNumbersForm):
+    class Meta:
+        model = GpuHourAllocation
+        fields = ["project", "gpu_model", "monthly_hours", "thresholds", "hard_stop"]
+
+    def clean_thresholds(self) -> list[dict[str, Any]]:
+        """A list of {"percent": 1-1000, "kind": "actual" | "forecast"}, each pair once."""
+        return clean_thresholds(self.cleaned_data["thresholds"])
+
+
+@admin.register(GpuHourAllocation)
+class GpuHourAllocationAdmin(PortalAdmin):
+    form = GpuHourAllocationForm
+    list_display = ["project", "gpu_model", "monthly_hours", "threshold_list", "hard_stop"]
+    list_filter = ["hard_stop", "gpu_model"]
+    search_fields = ["project__slug", "project__name"]
+    list_select_related = ["project", "gpu_model"]
+    autocomplete_fields = ["project"]
+
+    @admin.display(description=_("thresholds"))
+    def threshold_list(self, obj: GpuHourAllocation) -> str:
+        kept, problem = readable_thresholds(obj.thresholds)
+        shown = ", ".join(f"{item['percent']}% {item['kind']}" for item in kept)
+        return f"{shown} ({problem})" if problem else shown
+
+
+@admin.register(GpuHourAlert)
+class GpuHourAlertAdmin(ReadOnlyAdmin):
+    list_display = ["project", "gpu_model", "month", "percent", "kind", "value", "fired_at"]
+    list_filter = ["kind"]
+    search_fields = ["allocation__project__slug", "allocation__project__name"]
+    list_select_related = ["allocation__project", "allocation__gpu_model"]
+    date_hierarchy = "fired_at"
+
+    @admin.display(description=_("project"), ordering="allocation__project__slug")
+    def project(self, obj: GpuHourAlert) -> str:
+        return obj.allocation.project.slug
+
+    @admin.display(description=_("GPU model"), ordering="allocation__gpu_model__name")
+    def gpu_model(self, obj: GpuHourAlert) -> str:
+        return obj.allocation.gpu_model.name
+
+    @admin.display(description=_("period"), ordering="period")
+    def month(self, obj: GpuHourAlert) -> str:
         return f"{obj.period:%Y-%m}"

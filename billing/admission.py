@@ -1,9 +1,14 @@
-"""Billing's admission check (BU3), registered in ``PORTAL_ADMISSION_CHECKS``.
+"""Billing's admission checks, registered in ``PORTAL_ADMISSION_CHECKS``: the budget cap
+(BU3) and the GPU-hour allocations' hard stop (GA3).
 
 Rental calls every registered check before admitting a lease, so rental never imports
 billing. A check returns None to allow, or ``(reason_code, message[, figures])`` to refuse. The cap
 reads the month-to-date spend kept by ``billing.spend`` (one row), not the full
-computation, so a submission does not wait on the month's usage.
+computation, so a submission does not wait on the month's usage. The hard stop reads
+nothing for a guaranteed or booked request, and one query for any other: the project's
+hard-stop allocation of the model (through its unique index) with, when there is one,
+the model's usage this month in the same statement (its rollup rows and its runs not
+rolled up: ``billing.allocations.measured``).
 """
 
 from datetime import datetime
@@ -11,8 +16,8 @@ from typing import Any
 
 from django.utils.translation import gettext_noop
 
-from billing import spend
-from billing.models import Budget
+from billing import allocations, spend
+from billing.models import Budget, GpuHourAllocation
 from portal.models import Project
 from portal.phrases import Phrase
 
@@ -59,4 +64,48 @@ def budget_cap(
             budget=budget,
         ),
         {"spent": actual, "budget": budget},
+    )
+
+
+def gpu_hour_cap(
+    *,
+    project: Project | int,
+    gpu_model: Any,
+    tier: str,
+    is_reservation: bool,
+    now: datetime,
+    **_extra: Any,
+) -> tuple[str, Phrase, dict[str, Any]] | None:
+    """GA3: once the month's GPU-hours of a hard-stop allocation are used, refuse new
+    burst and spot leases of that GPU model; guaranteed leases and bookings are never
+    refused by an allocation."""
+    if tier not in CAPPED_TIERS or is_reservation:
+        return None
+    project_id = project if isinstance(project, int) else project.pk
+    model_id = gpu_model if isinstance(gpu_model, int) else gpu_model.pk
+    found = allocations.measured(
+        GpuHourAllocation.objects.filter(
+            project_id=project_id, gpu_model_id=model_id, hard_stop=True
+        ).select_related("gpu_model"),
+        period=now,
+        now=now,
+    )
+    if not found or not found[0].used_up:
+        return None
+    current = found[0]
+    allocation = current.allocation
+    return (
+        "gpu_hour_cap",
+        Phrase(
+            gettext_noop(
+                "The project has used %(used)s of its %(allocated)s GPU-hours of %(model)s "
+                "this month (its GPU-hour allocation stops there), so new burst and spot "
+                "leases of %(model)s are refused until next month or until its manager "
+                "raises the allocation. Guaranteed leases still run."
+            ),
+            used=current.used_hours,
+            allocated=current.allocated_hours,
+            model=allocation.gpu_model.name,
+        ),
+        {"used_gpu_hours": current.used_hours, "allocated_gpu_hours": current.allocated_hours},
     )

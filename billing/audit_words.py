@@ -7,8 +7,26 @@ from typing import Any
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 
-from billing.models import Budget, BudgetAlert, LineDispute, Statement, StatementLine
-from portal.audit_log import Kind, Named, Value, Verb, choice, data, numeric_ids, plain
+from billing.models import (
+    Budget,
+    BudgetAlert,
+    GpuHourAlert,
+    GpuHourAllocation,
+    LineDispute,
+    Statement,
+    StatementLine,
+)
+from portal.audit_log import (
+    Kind,
+    Named,
+    Value,
+    Verb,
+    amount,
+    choice,
+    data,
+    numeric_ids,
+    plain,
+)
 from portal.templatetags.portal_tags import money
 
 
@@ -81,6 +99,28 @@ def _alerts(ids: list[str]) -> Mapping[str, Named]:
     }
 
 
+def _allocation_name(allocation: GpuHourAllocation) -> Named:
+    return Named(
+        _("the %(model)s GPU-hour allocation of %(project)s")
+        % {"model": allocation.gpu_model.name, "project": allocation.project.name},
+        reverse("rental:project", args=[allocation.project.slug]),
+    )
+
+
+def _allocations(ids: list[str]) -> Mapping[str, Named]:
+    found = GpuHourAllocation.objects.filter(pk__in=numeric_ids(ids)).select_related(
+        "project", "gpu_model"
+    )
+    return {str(allocation.pk): _allocation_name(allocation) for allocation in found}
+
+
+def _hour_alerts(ids: list[str]) -> Mapping[str, Named]:
+    found = GpuHourAlert.objects.filter(pk__in=numeric_ids(ids)).select_related(
+        "allocation__project", "allocation__gpu_model"
+    )
+    return {str(alert.pk): _allocation_name(alert.allocation) for alert in found}
+
+
 def _percent(value: Any) -> str:
     return "—" if value in (None, "") else f"{value} %"
 
@@ -110,6 +150,15 @@ VERBS = {
     "budget.alert": Verb(
         _("%(object)s passed %(percent)s (%(kind)s): %(value)s"), _("Budget alert")
     ),
+    "allocation.set": Verb(
+        _("%(actor)s set %(object)s to %(monthly_hours)s GPU-hours a month"),
+        _("GPU-hour allocation set"),
+    ),
+    "allocation.remove": Verb(_("%(actor)s removed %(object)s"), _("GPU-hour allocation removed")),
+    "allocation.alert": Verb(
+        _("%(object)s passed %(percent)s (%(kind)s): %(gpu_hours)s GPU-hours"),
+        _("GPU-hour alert"),
+    ),
     "statement.close": Verb(
         _("%(actor)s closed %(object)s: %(total)s in %(lines)s lines"), _("Statement closed")
     ),
@@ -136,6 +185,8 @@ KINDS = {
     "billing.linedispute": Kind(_("dispute"), _disputes),
     "billing.budget": Kind(_("budget"), _budgets),
     "billing.budgetalert": Kind(_("budget alert"), _alerts),
+    "billing.gpuhourallocation": Kind(_("GPU-hour allocation"), _allocations),
+    "billing.gpuhouralert": Kind(_("GPU-hour alert"), _hour_alerts),
 }
 
 VALUES = {
@@ -143,6 +194,10 @@ VALUES = {
     "monthly_amount": Value(_("Monthly budget"), money),
     "thresholds": Value(_("Thresholds"), _thresholds),
     "cap_policy": Value(_("When the budget is spent"), choice(Budget.CapPolicy)),
+    "billing.gpuhourallocation:gpu_model": Value(_("GPU model")),
+    "monthly_hours": Value(_("GPU-hours a month"), amount),
+    "hard_stop": Value(_("Hard stop")),
+    "gpu_hours": Value(_("GPU-hours used"), amount),
     "percent": Value(_("Threshold"), _percent),
     "kind": Value(_("Measured on"), choice(BudgetAlert.Kind)),
     "value": Value(_("Spent"), money),

@@ -1,6 +1,7 @@
-"""The money side's forms on the pages: a project's budget, a dispute of a statement line
-and an admin's answer. They carry what was typed to the services, which check it and name
-the field a refusal is about; the forms draw it again with that error beside its input."""
+"""The money side's forms on the pages: a project's budget and GPU-hour allocations, a
+dispute of a statement line and an admin's answer. They carry what was typed to the
+services, which check it and name the field a refusal is about; the forms draw it again
+with that error beside its input."""
 
 from typing import Any
 
@@ -70,12 +71,47 @@ class BudgetForm(PlainTextForm):
 
     def threshold_list(self) -> list[dict[str, str]]:
         """The thresholds typed, as the service takes them ("80" alone is "80:actual")."""
-        found = []
-        for item in self.cleaned_data["thresholds"]:
-            percent, _sep, kind = item.partition(":")
-            if percent.strip():
-                found.append({"percent": percent.strip(), "kind": kind.strip() or "actual"})
-        return found
+        return threshold_items(self.cleaned_data["thresholds"])
+
+
+def threshold_items(typed: list[str]) -> list[dict[str, str]]:
+    """Thresholds as typed ("80:actual" each; "80" alone is "80:actual"), as the services
+    take them."""
+    found = []
+    for item in typed:
+        percent, _sep, kind = item.partition(":")
+        if percent.strip():
+            found.append({"percent": percent.strip(), "kind": kind.strip() or "actual"})
+    return found
+
+
+class AllocationForm(PlainTextForm):
+    """A project's GPU-hours a month of one GPU model, its thresholds ("80:actual" each)
+    and its hard stop (``billing.allocations.set_allocation`` checks them)."""
+
+    gpu_model = forms.ChoiceField(
+        label=_("GPU model"),
+        required=False,
+        error_messages={"invalid_choice": _("Choose a GPU model.")},
+    )
+    monthly_hours = forms.CharField(
+        label=_("GPU-hours a month"),
+        required=False,
+        widget=forms.TextInput(attrs={"inputmode": "decimal", "size": "10"}),
+    )
+    thresholds = TextListField(label=_("Thresholds"), required=False)
+    hard_stop = forms.BooleanField(
+        label=_("Hard stop: refuse new burst and spot leases of this model once used up"),
+        required=False,
+    )
+
+    def __init__(self, *args: Any, gpu_models: list[tuple[int, str]], **kwargs: Any) -> None:
+        kwargs.setdefault("auto_id", "allocation-%s")
+        super().__init__(*args, **kwargs)
+        self.fields["gpu_model"].choices = [("", "—"), *gpu_models]
+
+    def threshold_list(self) -> list[dict[str, str]]:
+        return threshold_items(self.cleaned_data["thresholds"])
 
 
 class DisputeForm(PlainTextForm):

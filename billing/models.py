@@ -357,3 +357,72 @@ class DraftLines(models.Model):
 
     def __str__(self) -> str:
         return f"{self.period:%Y-%m} project {self.project_key} as of {self.as_of}"
+
+
+class GpuHourAllocation(models.Model):
+    """A project's GPU-hours a month of one GPU model (GA1–GA3), beside its money budget:
+    thresholds that warn its managers like a budget's, and an optional hard stop that
+    refuses new burst and spot leases of that model once the month's hours are used."""
+
+    project = models.ForeignKey(
+        "portal.Project", on_delete=models.CASCADE, related_name="gpu_hour_allocations"
+    )
+    gpu_model = models.ForeignKey(
+        "rental.GpuModel", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    monthly_hours = models.DecimalField(_("GPU-hours a month"), max_digits=12, decimal_places=2)
+    thresholds = models.JSONField(
+        _("thresholds"),
+        default=list,
+        blank=True,
+        help_text=_('e.g. [{"percent": 80, "kind": "actual"}]'),
+    )
+    hard_stop = models.BooleanField(
+        _("hard stop"),
+        default=False,
+        help_text=_("Refuse new burst and spot leases of this GPU model once the hours are used."),
+    )
+
+    class Meta:
+        ordering = ["project_id", "gpu_model_id"]
+        verbose_name = _("GPU-hour allocation")
+        verbose_name_plural = _("GPU-hour allocations")
+        constraints = [
+            # Also the index the admission check reads through (project, GPU model).
+            models.UniqueConstraint(
+                fields=["project", "gpu_model"], name="one_gpu_hour_allocation"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(monthly_hours__gte=0), name="gpu_hours_not_negative"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project.slug} {self.gpu_model}: {self.monthly_hours} GPU-h/month"
+
+
+class GpuHourAlert(models.Model):
+    """A threshold of a GPU-hour allocation that fired (GA1): once a period each."""
+
+    allocation = models.ForeignKey(
+        GpuHourAllocation, on_delete=models.CASCADE, related_name="alerts"
+    )
+    period = models.DateField(_("period"))
+    percent = models.PositiveSmallIntegerField(_("percent"))
+    kind = models.CharField(_("kind"), max_length=16, choices=BudgetAlert.Kind.choices)
+    value = models.DecimalField(_("GPU-hours"), max_digits=14, decimal_places=2)
+    fired_at = models.DateTimeField(_("fired at"), default=timezone.now)
+
+    class Meta:
+        ordering = ["-fired_at"]
+        verbose_name = _("GPU-hour alert")
+        verbose_name_plural = _("GPU-hour alerts")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["allocation", "period", "percent", "kind"],
+                name="gpu_hour_alert_once_per_period",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.allocation} {self.period:%Y-%m} {self.percent}% {self.kind}"

@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from billing import budgets, linewords
+from billing import allocations, budgets, linewords
 from billing.forms import BudgetForm
 from billing.models import Budget
 from billing.selectors import draft_statement, lease_cost
@@ -71,8 +71,9 @@ def statement_partial(request: HttpRequest, slug: str) -> HttpResponse:
 def _spend_context(
     request: HttpRequest, project: Project, *, budget_form: BudgetForm | None = None
 ) -> dict[str, Any]:
-    """The project page's spend section: this month's draft, the budget's chart and the
-    budget's form (``budget_form``: a refused one, as it was sent)."""
+    """The project page's spend section: this month's draft, the budget's chart, the
+    GPU-hours used against each allocation, and the budget's form (``budget_form``: a
+    refused one, as it was sent)."""
     now = timezone.now()
     view = draft_statement(project_id=project.pk, now=now, kept=True)
     budget = Budget.objects.filter(project=project).first()
@@ -92,6 +93,7 @@ def _spend_context(
         "budget_form": budget_form or BudgetForm(budget=budget),
         "thresholds_problem": thresholds_problem,
         "chart": chart,
+        "hours": allocations.project_standings(project.pk, period=now, now=now),
         "can_manage": access.can_manage(request.user, project),
     }
 

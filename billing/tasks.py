@@ -2,12 +2,15 @@
 
 from celery import shared_task
 
-from billing import budgets, reports, services, spend
+from billing import allocations, budgets, reports, services, spend
 
 
 @shared_task(acks_late=True, ignore_result=True)
 def evaluate_budgets_task() -> None:
+    """Hourly: budgets' thresholds and cap policy (BU1, BU3), then GPU-hour allocations'
+    thresholds (GA1)."""
     budgets.evaluate_budgets()
+    allocations.evaluate_allocations()
 
 
 @shared_task(acks_late=True, ignore_result=True)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from billing import spend_views, views
+from billing import allocation_views, spend_views, views
 
 app_name = "billing"
 urlpatterns = [
@@ -17,6 +17,16 @@ urlpatterns = [
     ),
     path("projects/<slug:slug>/reports/", views.reports, name="reports"),
     path("projects/<slug:slug>/budget/", spend_views.budget_set, name="budget_set"),
+    path(
+        "projects/<slug:slug>/allocations/",
+        allocation_views.allocations_page,
+        name="allocations",
+    ),
+    path(
+        "projects/<slug:slug>/allocations/remove/",
+        allocation_views.allocation_remove,
+        name="allocation_remove",
+    ),
     path("statements/<int:pk>/approve/", views.statement_approve, name="statement_approve"),
     path("lines/<int:pk>/dispute/", views.line_dispute, name="line_dispute"),
     path("disputes/<int:pk>/answer/", views.dispute_answer, name="dispute_answer"),

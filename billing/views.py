@@ -19,7 +19,7 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from billing import drafts, explain, exports, linewords, services
+from billing import allocations, drafts, explain, exports, linewords, services
 from billing import reports as billing_reports
 from billing.forms import AnswerForm, DisputeForm
 from billing.models import LineDispute, Statement, StatementLine
@@ -174,6 +174,7 @@ def _statement_context(
         and view.status in (Statement.Status.CLOSED, Statement.Status.DISPUTED),
         "is_admin": access.is_admin(request.user),
         "requesters": _requesters(project, view, now=now),
+        "hours": allocations.project_standings(project.pk, period=view.period, now=now),
     }
 
 

@@ -27,6 +27,7 @@ TOP_KEYS = (
     "name",
     "quotas",
     "budget",
+    "gpu_hour_allocations",
     "members",
     "idp_groups",
     "default_image",

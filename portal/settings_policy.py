@@ -76,11 +76,12 @@ PORTAL_CURRENCY = env_str("PORTAL_CURRENCY", "USD")  # the billing currency (ISO
 # The budget cap reads month-to-date spend refreshed every PORTAL_SPEND_SNAPSHOT_SECONDS
 # (beat, above); a snapshot older than this is not trusted (computed in full instead).
 PORTAL_SPEND_SNAPSHOT_MAX_AGE_SECONDS = env_int("PORTAL_SPEND_SNAPSHOT_MAX_AGE_SECONDS", 180)
-# Dotted paths of admission checks, billing's budget cap (BU3) by default. Each is called
-# with keyword arguments project, gpu_model, gpu_count, tier, market, starts_at, ends_at,
-# is_reservation, now, and returns None to allow or (reason_code, message) to refuse.
+# Dotted paths of admission checks, billing's budget cap (BU3) and GPU-hour allocations'
+# hard stop (GA3) by default. Each is called with keyword arguments project, gpu_model,
+# gpu_count, tier, market, starts_at, ends_at, is_reservation, now, and returns None to
+# allow or (reason_code, message) to refuse.
 PORTAL_ADMISSION_CHECKS: list[str] = env_list(
-    "PORTAL_ADMISSION_CHECKS", "billing.admission.budget_cap"
+    "PORTAL_ADMISSION_CHECKS", "billing.admission.budget_cap,billing.admission.gpu_hour_cap"
 )
 # Dotted paths of the modules that own the sections of a project's configuration
 # document (portal/projectconfig.py) other than project, name and members: rental's

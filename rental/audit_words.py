@@ -66,6 +66,7 @@ REASONS: dict[str, Any] = {
     "stop_expiry_warned": _("warned before a stopped instance is removed"),
     CEILING_BOOKED: _("waits for room under the ceiling beside its bookings"),
     f"{HELD_PREFIX}budget_cap": _("held by the project's budget cap"),
+    f"{HELD_PREFIX}gpu_hour_cap": _("held by the project's GPU-hour allocation"),
 }
 
 

@@ -6,6 +6,7 @@ from decimal import Decimal
 from typing import Any
 
 from django import forms
+from django.utils.functional import cached_property
 from django.utils.translation import gettext_lazy as _
 
 from portal import access
@@ -148,11 +149,18 @@ class LeaseRequestForm(PlainTextForm):
         missing = data.get("start_mode") == "later" and not data.get("start_at")
         if missing and "start_at" not in self.errors:
             self.add_error("start_at", _("Enter when the booking starts."))
-        if self.user_keys and not data.get("ssh_keys") and "ssh_keys" not in self.errors:
+        keys_missing = not data.get("ssh_keys") and "ssh_keys" not in self.errors
+        if self.checks_keys and keys_missing and self.user_keys:
             self.add_error(
                 "ssh_keys", _("Pick at least one key; without one nobody can log in over SSH.")
             )
         return data
+
+    @cached_property
+    def user_keys(self) -> list[SshKey]:
+        """The person's SSH keys, read when the form is drawn or checked (the estimate
+        reads neither)."""
+        return list(SshKey.objects.filter(user=self.user).order_by("name"))
 
     @property
     def wants_booking(self) -> bool:
@@ -169,11 +177,21 @@ class LeaseRequestForm(PlainTextForm):
         except forms.ValidationError:
             return None
 
-    def __init__(self, *args: Any, user: Any, project_slug: str = "", **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        user: Any,
+        project_slug: str = "",
+        checks_keys: bool = True,
+        **kwargs: Any,
+    ) -> None:
         """``project_slug``: the project a new form opens on, when it is one of the
-        person's (the link from a project's page)."""
+        person's (the link from a project's page). ``checks_keys``: whether a request
+        without an SSH key is refused here (the estimate panel shows no keys: it does not
+        read them)."""
         super().__init__(*args, **kwargs)
-        self.user_keys = list(SshKey.objects.filter(user=user).order_by("name"))
+        self.user = user
+        self.checks_keys = checks_keys
         self.fields["ssh_keys"].queryset = SshKey.objects.filter(user=user).order_by("name")
         if not self.is_bound:
             self.initial.setdefault("ssh_keys", [key.pk for key in self.user_keys])

@@ -40,6 +40,7 @@ API_MODULES: tuple[str, ...] = (
     "portal.api.audit",
     "billing.api.statements",
     "billing.api.budgets",
+    "billing.api.allocations",
     "rental.api.leases",
     "rental.api.instances",
     "rental.api.usage",

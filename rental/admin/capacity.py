@@ -33,6 +33,11 @@ class PoolAdminForm(NonNegativeNumbersForm):
         model = Pool
         fields = ["gpu_model", *pools.SETTINGS]
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Left out of a form, the half-life keeps its value (``pools.configure_pool``).
+        self.fields["fair_share_half_life_hours"].required = False
+
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         if self.instance.pk is None:
@@ -58,9 +63,10 @@ class PoolAdmin(PortalAdmin):
         "committed_monthly_cost",
         "apportionment",
         "residual",
+        "fair_share",
         "state",
     ]
-    list_filter = ["state", "apportionment"]
+    list_filter = ["state", "apportionment", "fair_share"]
     search_fields = ["gpu_model__name"]
     list_select_related = ["gpu_model"]
     autocomplete_fields = ["gpu_model"]

@@ -1,5 +1,5 @@
 """``/api/v1/pools``: each GPU model's pool at a glance, its week of bookings, and (admins)
-its settings (C, K, F, cost sharing) and degraded mark, as on the pool page.
+its settings (C, K, F, cost sharing, fair share) and degraded mark, as on the pool page.
 
 What the pools pages show, from the same selectors: C, K, Σ G, GPUs running by tier,
 held for bookings starting, queued demand, and ``degraded`` when C is below Σ G (Q1).
@@ -8,6 +8,7 @@ Aggregates only: no project's leases appear. Who may not see the pools gets 404.
 
 import re
 from datetime import UTC, date, datetime, time, timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.db.models import QuerySet
@@ -70,6 +71,17 @@ class PoolSerializer(serializers.Serializer):
     degraded_reason = serializers.CharField(
         source="pool.degraded_reason", help_text="Why an admin marked it degraded; empty if not"
     )
+    fair_share = serializers.BooleanField(
+        source="pool.fair_share",
+        help_text="Waiting burst and spot leases of one priority go by their projects' "
+        "decayed usage per share (Q5)",
+    )
+    fair_share_half_life_hours = serializers.DecimalField(
+        source="pool.fair_share_half_life_hours",
+        max_digits=8,
+        decimal_places=2,
+        help_text="Usage counts half after this many hours (Q5)",
+    )
 
     @extend_schema_field(serializers.ChoiceField(choices=Pool.State.choices))
     def get_state(self, overview: PoolOverview) -> str:
@@ -123,6 +135,17 @@ class PoolChangeSerializer(serializers.Serializer):
     )
     apportionment = serializers.ChoiceField(choices=Pool.Apportionment.choices, required=False)
     residual = serializers.ChoiceField(choices=Pool.Residual.choices, required=False)
+    fair_share = serializers.BooleanField(
+        required=False, help_text="Order waiting burst and spot leases by decayed usage (Q5)"
+    )
+    fair_share_half_life_hours = serializers.DecimalField(
+        max_digits=6,
+        decimal_places=2,
+        min_value=Decimal("0.01"),
+        max_value=pools.MAX_HALF_LIFE_HOURS,
+        required=False,
+        help_text="More than 0, at most 9,999.99 (about 13 months); 168 is 7 days",
+    )
 
 
 class DegradedSerializer(serializers.Serializer):
@@ -203,8 +226,8 @@ class PoolViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSe
         return self.answer(selectors.pool_overview(self.get_object()))
 
     @extend_schema(
-        summary="Change the pool's capacity, committed GPUs, monthly cost or cost sharing "
-        "(admins; rule Q1)",
+        summary="Change the pool's capacity, committed GPUs, monthly cost, cost sharing or "
+        "fair share (admins; rules Q1, Q5)",
         tags=["pools"],
         request=PoolChangeSerializer,
         responses=PoolSerializer,

@@ -1,6 +1,7 @@
 """What the lease and instance endpoints read and answer: shapes and bounds only (types,
 lengths, choices, objects the caller may name). The rules are the services'."""
 
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -10,6 +11,8 @@ from rest_framework import serializers
 from portal import access
 from portal.models import Project
 from rental import selectors
+from rental.loans.expected_start import ExpectedStarts, expected_text
+from rental.loans.expected_start_rules import Expected
 from rental.loans.waiting import lease_wait
 from rental.models import (
     DataVolume,
@@ -157,6 +160,11 @@ class LeaseSerializer(serializers.ModelSerializer):
     approved_by = UserRefSerializer(read_only=True, allow_null=True)
     tier = blank_or(Tier.choices)
     end_reason = blank_or(TerminationReason.choices)
+    expected_start = serializers.SerializerMethodField()
+    expected_start_reason = serializers.SerializerMethodField(
+        help_text="The expected start, or why none is in sight, in words (the lease page's "
+        'sentence); "" for a lease that does not wait.'
+    )
 
     class Meta:
         model = Reservation
@@ -192,8 +200,31 @@ class LeaseSerializer(serializers.ModelSerializer):
             "preempted_for",
             "reclaim_due_at",
             "requeued_from",
+            "expected_start",
+            "expected_start_reason",
         ]
         read_only_fields = fields
+
+    def _expected(self, lease: Reservation) -> Expected | None:
+        # One per request: a list reads and plays each pool of its waiting leases once.
+        starts = self.context.setdefault("expected_starts", ExpectedStarts())
+        return starts.of(lease)
+
+    @extend_schema_field(
+        serializers.DateTimeField(
+            allow_null=True,
+            help_text="A queued lease: when it would most likely start if nothing else "
+            "changes (the pool played forward by the loan rules); null when no start is in "
+            "sight within the horizon, for a lease waiting for a manager, and for any other "
+            "lease.",
+        )
+    )
+    def get_expected_start(self, lease: Reservation) -> datetime | None:
+        expected = self._expected(lease)
+        return expected.start if expected is not None else None
+
+    def get_expected_start_reason(self, lease: Reservation) -> str:
+        return expected_text(self._expected(lease))
 
 
 class WaitSerializer(serializers.Serializer):

@@ -3,7 +3,7 @@ admin sets them, degraded when C falls below Σ G or an admin marks it; and avai
 watches."""
 
 from datetime import datetime
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.db import transaction
@@ -13,7 +13,7 @@ from django.utils.translation import gettext as _
 
 from portal import access, audit
 from portal.errors import Conflict, InvalidInput, InvalidTransition, NotPermitted
-from portal.numbers import decimal_number, whole_number
+from portal.numbers import MAX_DIGITS_TYPED, decimal_number, whole_number
 from portal.text import plain_text
 from rental import jobs
 from rental.loans import messages
@@ -28,7 +28,23 @@ MAX_GPUS = 1_000_000
 COST_BELOW = Decimal(10) ** 12
 # What an admin changes on a pool: its capacity and commitment (Q1) and how its cost is
 # shared (B5). The pool's GPU model is its identity; its state follows from these.
-SETTINGS = ("capacity", "committed_gpus", "committed_monthly_cost", "apportionment", "residual")
+SETTINGS = (
+    "capacity",
+    "committed_gpus",
+    "committed_monthly_cost",
+    "apportionment",
+    "residual",
+    "fair_share",
+    "fair_share_half_life_hours",
+)
+# The fair share settings (Q5); a page that does not send them leaves them as they are.
+FAIR_SHARE_SETTINGS = ("fair_share", "fair_share_half_life_hours")
+# A fair pool's half-life (Q5): more than 0, at most 9,999.99 hours (about 13 months: four
+# digits, as the API's schema can say it), in hours to the hundredth.
+MAX_HALF_LIFE_HOURS = Decimal("9999.99")
+# How a yes-or-no setting may be typed: a form's select, the admin's checkbox, the API's bool.
+YES = ("true", "on", "yes", "1")
+NO = ("false", "off", "no", "0")
 
 
 def guaranteed_total(pool: Pool) -> int:
@@ -75,7 +91,8 @@ def check_settings(pool: Pool, *, guaranteed: int, **asked: Any) -> dict[str, An
     """The settings ``asked`` (raw, as typed or as the API typed them; a name left out
     keeps its value) cleaned and checked against Q1 for a pool whose quotas guarantee
     ``guaranteed`` GPUs: C and K whole numbers, K ≤ C, a changed K > 0 at least Σ G (every
-    guarantee prepaid), F in whole cents within its column, the cost modes known. Raises
+    guarantee prepaid), F in whole cents within its column, the cost modes known, fair
+    share yes or no and its half-life a positive number of hours (Q5). Raises
     InvalidInput naming the first field at fault; returns every setting's new value.
 
     C may fall below Σ G: the capacity is what the cloud gives, and the pool then becomes
@@ -133,7 +150,50 @@ def check_settings(pool: Pool, *, guaranteed: int, **asked: Any) -> dict[str, An
                     field=name,
                 )
             values[name] = value
+    if "fair_share" in asked:
+        fair = yes_or_no(asked["fair_share"])
+        if fair is None:
+            raise InvalidInput(_("Choose yes or no."), field="fair_share")
+        values["fair_share"] = fair
+    if "fair_share_half_life_hours" in asked:
+        hours = half_life_hours(asked["fair_share_half_life_hours"])
+        if hours is None:
+            raise InvalidInput(
+                _(
+                    "Fair share half-life: enter a number of hours more than 0 and at most "
+                    "%(max)s (about 13 months), with at most 2 decimal places; 168 is 7 days."
+                )
+                % {"max": f"{MAX_HALF_LIFE_HOURS:,}"},
+                field="fair_share_half_life_hours",
+            )
+        values["fair_share_half_life_hours"] = hours
     return values
+
+
+def yes_or_no(value: Any) -> bool | None:
+    """A yes-or-no setting as typed (a form's select, the admin's checkbox, the API's
+    bool) as a bool; None when it is neither."""
+    if isinstance(value, bool):
+        return value
+    text = "" if value is None else str(value).strip().lower()
+    return text in YES if text in YES or text in NO else None
+
+
+def half_life_hours(value: Any) -> Decimal | None:
+    """Q5's half-life as typed, in hours: more than 0, at most 9,999.99, to the hundredth
+    of an hour; None otherwise."""
+    text = "" if value is None or isinstance(value, bool) else str(value).strip()
+    if not text or len(text) > MAX_DIGITS_TYPED:
+        return None
+    try:
+        hours = Decimal(text)
+    except InvalidOperation:
+        return None
+    if not hours.is_finite() or not 0 < hours <= MAX_HALF_LIFE_HOURS:
+        return None
+    if hours != hours.quantize(Decimal("0.01")):
+        return None
+    return hours.quantize(Decimal("0.01"))
 
 
 @transaction.atomic

@@ -1,7 +1,9 @@
 """Queue services: promote burst leases into the guarantee (Q3) and admit queued leases in
 Q5 order whenever room appears; a lease that cannot fit does not block those behind it."""
 
+from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 
 from django.db import transaction
 from django.utils import timezone
@@ -10,12 +12,12 @@ from django.utils.translation import gettext_noop
 from portal import audit
 from portal.errors import QuotaExceeded
 from portal.phrases import Phrase
-from rental.loans import ceiling, messages, reclaim, reservations
+from rental.loans import ceiling, fair_share, messages, reclaim, reservations
 from rental.loans.admission_checks import hold
 from rental.loans.admission_rules import Decision, Standing
 from rental.loans.placement import apply_decision
 from rental.loans.pools import tell_watchers
-from rental.loans.queue_rules import Waiting, queue_order
+from rental.loans.queue_rules import Waiting, queue_order, usage_per_share
 from rental.loans.standing import lock_pool, read_standing
 from rental.loans.usage import close_usage
 from rental.models import GpuModel, Market, Pool, Quota, Reservation, Tier, UsageRecord
@@ -38,13 +40,31 @@ def _quotas(pool: Pool, project_ids: set[int]) -> dict[int, Quota]:
     }
 
 
-def waiting_in_order(
-    pool: Pool, queued: list[Reservation]
-) -> tuple[list[Reservation], dict[int, Standing]]:
-    """Queued leases in Q5 order with their projects' standings (no locks taken here)."""
+@dataclass(frozen=True)
+class QueueOrder:
+    """A pool's queued leases in Q5 order, with what the order was decided on."""
+
+    leases: list[Reservation]
+    waiting: dict[int, Waiting]  # by lease id
+    standings: dict[int, Standing]  # by project id
+    # A fair pool's figure per project: decayed GPU-hours per share (empty otherwise).
+    usage: dict[int, Decimal] = field(default_factory=dict)
+
+
+def queue_in_order(pool: Pool, queued: list[Reservation], *, now: datetime) -> QueueOrder:
+    """Queued leases in Q5 order (``queue_rules.queue_order``) with their projects'
+    standings (no locks taken here). A fair pool adds one aggregate query of its
+    projects' decayed usage as of ``now``; a pool without fair share reads nothing more."""
     project_ids = {lease.project_id for lease in queued}
     quotas = _quotas(pool, project_ids)
     standings = {pid: read_standing(pool, pid) for pid in project_ids}
+    usage: dict[int, Decimal] = {}
+    if pool.fair_share and queued:
+        gpu_seconds = fair_share.decayed_gpu_seconds(pool, project_ids, now=now)
+        usage = {
+            pid: usage_per_share(seconds, guaranteed=standings[pid].guaranteed)
+            for pid, seconds in gpu_seconds.items()
+        }
     by_id = {lease.pk: lease for lease in queued}
     waiting = [
         Waiting(
@@ -58,10 +78,26 @@ def waiting_in_order(
             ),
             weight=quotas[lease.project_id].weight if lease.project_id in quotas else 1,
             submitted_at=lease.submitted_at,
+            fair_usage=usage.get(lease.project_id),
+            project_id=lease.project_id,
         )
         for lease in queued
     ]
-    return [by_id[w.id] for w in queue_order(waiting)], standings
+    ordered = queue_order(waiting)
+    return QueueOrder(
+        leases=[by_id[w.id] for w in ordered],
+        waiting={w.id: w for w in ordered},
+        standings=standings,
+        usage=usage,
+    )
+
+
+def waiting_in_order(
+    pool: Pool, queued: list[Reservation], *, now: datetime | None = None
+) -> tuple[list[Reservation], dict[int, Standing]]:
+    """Queued leases in Q5 order with their projects' standings (no locks taken here)."""
+    order = queue_in_order(pool, queued, now=now or timezone.now())
+    return order.leases, order.standings
 
 
 def admit_in_pool(pool: Pool, *, now: datetime) -> list[Reservation]:
@@ -78,7 +114,7 @@ def admit_in_pool(pool: Pool, *, now: datetime) -> list[Reservation]:
         )
         if not queued:
             break
-        ordered, standings = waiting_in_order(pool, queued)
+        ordered, standings = waiting_in_order(pool, queued, now=now)
         bookings = reservations.booked_windows(pool.gpu_model_id)  # once a pass, not a lease
         for lease in ordered:
             standing = standings[lease.project_id]
@@ -267,19 +303,48 @@ def promote(*, lease: Reservation, now: datetime) -> None:
     messages.promoted(lease)
 
 
-def queue_positions(gpu_model: GpuModel | int) -> dict[int, int]:
+def queue_positions(gpu_model: GpuModel | int, *, now: datetime | None = None) -> dict[int, int]:
     """Each queued lease's place (1-based) in its pool's queue, as admission would take
     them now; leases waiting for reclaimed GPUs come first. Read-only."""
+    queue = pool_queue(gpu_model, now=now)
+    return {} if queue is None else queue.places
+
+
+@dataclass(frozen=True)
+class PoolQueue:
+    """A pool's queue as admission would take it now: the leases waiting for reclaimed
+    GPUs first (``claiming``), then the rest in Q5 order (``order``)."""
+
+    pool: Pool
+    claiming: list[Reservation]
+    order: QueueOrder
+
+    @property
+    def leases(self) -> list[Reservation]:
+        return self.claiming + self.order.leases
+
+    @property
+    def places(self) -> dict[int, int]:
+        return {lease.pk: place for place, lease in enumerate(self.leases, start=1)}
+
+
+def pool_queue(gpu_model: GpuModel | int, *, now: datetime | None = None) -> PoolQueue | None:
+    """The queue of ``gpu_model``'s pool (None without a pool). Read-only."""
     pool = Pool.objects.filter(gpu_model=gpu_model).first()
-    if pool is None:
-        return {}
+    return None if pool is None else queue_of(pool, now=now)
+
+
+def queue_of(pool: Pool, *, now: datetime | None = None) -> PoolQueue:
+    """``pool``'s queue as admission would take it at ``now``. Read-only."""
     queued = list(
-        Reservation.objects.filter(gpu_model=pool.gpu_model_id, status=Status.QUEUED).order_by(
-            "reclaim_due_at", "pk"
-        )
+        Reservation.objects.filter(gpu_model=pool.gpu_model_id, status=Status.QUEUED)
+        .select_related("project")
+        .order_by("reclaim_due_at", "pk")
     )
     claiming = [lease for lease in queued if lease.reclaim_due_at is not None]
-    ordered, _standings = waiting_in_order(
-        pool, [lease for lease in queued if lease.reclaim_due_at is None]
+    order = queue_in_order(
+        pool,
+        [lease for lease in queued if lease.reclaim_due_at is None],
+        now=now or timezone.now(),
     )
-    return {lease.pk: place for place, lease in enumerate(claiming + ordered, start=1)}
+    return PoolQueue(pool=pool, claiming=claiming, order=order)

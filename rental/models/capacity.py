@@ -8,6 +8,8 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 DEGRADED_REASON_LENGTH = 300
+# A fair pool's half-life unless an admin sets another: 7 days.
+FAIR_SHARE_HALF_LIFE_HOURS = Decimal("168")
 
 
 class Pool(models.Model):
@@ -53,6 +55,15 @@ class Pool(models.Model):
     degraded_reason = models.CharField(
         _("why an admin marked it degraded"), max_length=DEGRADED_REASON_LENGTH, blank=True
     )
+    # Q5 fair share: waiting burst and spot leases of one priority are ordered by their
+    # projects' usage of the pool, decayed by this half-life, per share (rental.loans.fair_share).
+    fair_share = models.BooleanField(_("fair share ordering"), default=False)
+    fair_share_half_life_hours = models.DecimalField(
+        _("fair share half-life (hours)"),
+        max_digits=8,
+        decimal_places=2,
+        default=FAIR_SHARE_HALF_LIFE_HOURS,
+    )
 
     class Meta:
         ordering = ["gpu_model__name"]
@@ -65,6 +76,10 @@ class Pool(models.Model):
             ),
             models.CheckConstraint(
                 condition=models.Q(committed_monthly_cost__gte=0), name="pool_cost_not_negative"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(fair_share_half_life_hours__gt=0),
+                name="pool_fair_share_half_life_positive",
             ),
         ]
 

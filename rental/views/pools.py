@@ -23,7 +23,7 @@ from portal import access
 from portal.errors import DomainError
 from rental import selectors
 from rental.catalog import offerings
-from rental.loans import pools, reservations
+from rental.loans import fair_share, pools, queue, reservations, waiting
 from rental.models import Offering, Pool
 from rental.models.capacity import DEGRADED_REASON_LENGTH
 
@@ -82,8 +82,10 @@ def pool_list(request: HttpRequest) -> HttpResponse:
 @login_required
 def pool_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """A pool at a glance and its week: booked capacity against C (reserved, guaranteed
-    floor, free) so a person can see where a booking fits before asking. Aggregates only:
-    no project's leases are shown. Admins also get the pool's settings and prices."""
+    floor, free) so a person can see where a booking fits before asking; its queue in
+    admission order (project, GPUs, priority, why each is behind the one above) and, in a
+    fair pool, each project's usage figure (Q5). Admins also get the pool's settings and
+    prices."""
     if not _may_see_pools(request.user):
         raise Http404
     return _pool_page(request, _pool_or_404(pk))
@@ -104,6 +106,12 @@ def _pool_page(
             timezone.now().astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
         )
         context["unbilled"] = selectors.unbilled_cloud_time(pool.gpu_model_id, since=month)
+    now = timezone.now()
+    # Nothing queued (the overview counts it): no read of the queue.
+    context["queue_rows"] = (
+        waiting.queue_rows(queue.queue_of(pool, now=now)) if overview.queued else []
+    )
+    context["fair_figures"] = fair_share.project_figures(pool, now=now)
     if access.is_admin(request.user):
         context |= _admin_forms(pool, overview.guaranteed_total, refused)
     return render(request, "rental/capacity/pool.html", context, status=status)
@@ -126,8 +134,7 @@ def _week(request: HttpRequest, pool: Pool) -> dict[str, Any]:
     # Each cell's words and id are made here, once a cell: 168 template blocks a page
     # cost more than the rest of the page.
     says = _(
-        "%(at)s UTC: %(r)s GPUs booked beyond the guarantees, %(g)s guaranteed in all, "
-        "%(f)s free"
+        "%(at)s UTC: %(r)s GPUs booked beyond the guarantees, %(g)s guaranteed in all, %(f)s free"
     )
     for step in steps:
         step["says"] = says % {
@@ -211,6 +218,30 @@ def _admin_forms(pool: Pool, guaranteed: int, refused: Refused | None) -> dict[s
                 _("In hybrid sharing: who pays for committed GPUs that no guarantee covers."),
                 pool.residual,
                 choices=[(str(v), str(label)) for v, label in Pool.Residual.choices],
+            ),
+            Field(
+                "fair_share",
+                _("Queue order among burst requests"),
+                _(
+                    "Fair share: waiting burst and spot requests of the same priority go in "
+                    "the order of their projects' recent usage of this pool per guaranteed "
+                    "GPU, least first. Guarantees, reclaim and ceilings are unchanged."
+                ),
+                "true" if pool.fair_share else "false",
+                choices=[
+                    ("false", _("By project over its guarantee, then submission")),
+                    ("true", _("Fair share: by decayed usage, then submission")),
+                ],
+            ),
+            Field(
+                "fair_share_half_life_hours",
+                _("Fair share half-life (hours)"),
+                _(
+                    "Usage counts half after this long, a quarter after twice as long; "
+                    "168 hours is 7 days."
+                ),
+                _typed(pool.fair_share_half_life_hours),
+                step="0.01",
             ),
         ],
     )
@@ -301,13 +332,18 @@ def _refused(request: HttpRequest, pool: Pool, form: str, error: DomainError) ->
 @login_required
 @require_POST
 def pool_settings(request: HttpRequest, pk: int) -> HttpResponse:
-    """An admin saves the pool's capacity, commitment and cost sharing."""
+    """An admin saves the pool's capacity, commitment, cost sharing and queue order."""
     pool = _admin_pool(request, pk)
     try:
         pools.configure_pool(
             actor=request.user,
             gpu_model=pool.gpu_model_id,
-            **{name: request.POST.get(name, "") for name in pools.SETTINGS},
+            **{
+                name: request.POST.get(name, "")
+                for name in pools.SETTINGS
+                # A form drawn before the fair share settings existed leaves them as they are.
+                if name in request.POST or name not in pools.FAIR_SHARE_SETTINGS
+            },
         )
     except DomainError as error:
         return _refused(request, pool, "settings", error)

@@ -1,8 +1,9 @@
-"""Access-matrix rules for statements, their lines' disputes and budgets (API)."""
+"""Access-matrix rules for statements, their lines' disputes, budgets and GPU-hour
+allocations (API)."""
 
 from datetime import UTC, datetime, timedelta
 
-from billing import budgets, services
+from billing import allocations, budgets, services
 from billing.models import Statement, StatementLine
 from tests.access.spec import Expect
 from tests.billing.helpers import lease, run
@@ -50,6 +51,19 @@ def _budget(world, project) -> int:
     return world.once(f"budget-{project.slug}", make).pk
 
 
+def _allocation(world, project) -> int:
+    def make():
+        return allocations.set_allocation(
+            project=project,
+            actor=world.users["admin"],
+            gpu_model=world.f0.model,
+            monthly_hours="10",
+            thresholds=[],
+        )
+
+    return world.once(f"allocation-{project.slug}", make).pk
+
+
 # ROLES order: engineer, other_engineer, manager, admin, finance, anonymous.
 ANON = (401, 403)
 SEEN = (200, 404, 200, 200, 200, ANON)  # who sees alpha: its members, admins, finance
@@ -94,6 +108,15 @@ RULES: dict[str, Expect] = {
     "api:budget-list": Expect(
         get=(200, 200, 200, 200, 200, ANON),
         post=(400, 400, 400, 400, 400, ANON),  # an empty body names its fields first
+    ),
+    "api:gpu-hour-allocation-list": Expect(
+        get=(200, 200, 200, 200, 200, ANON),
+        post=(400, 400, 400, 400, 400, ANON),  # an empty body names its fields first
+    ),
+    "api:gpu-hour-allocation-detail": Expect(
+        get=SEEN,
+        kwargs=lambda world: {"pk": _allocation(world, world.project)},
+        outsider_kwargs=lambda world: {"pk": _allocation(world, world.other_project)},
     ),
     "api:budget-detail": Expect(
         get=SEEN,

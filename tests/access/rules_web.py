@@ -295,6 +295,18 @@ RULES: dict[str, Expect] = {
         kwargs=project,
         outsider_kwargs=other_project,
     ),
+    "billing:allocations": Expect(
+        get=MANAGERS,
+        post=(404, 404, 400, 400, 404, 302),  # the page again: the GPU model's error
+        kwargs=project,
+        outsider_kwargs=other_project,
+    ),
+    "billing:allocation_remove": Expect(
+        get=POST_ONLY,
+        post=(404, 404, 302, 302, 404, 302),  # back to the page, saying what is missing
+        kwargs=project,
+        outsider_kwargs=other_project,
+    ),
     "billing:statement_approve": Expect(
         get=POST_ONLY,
         post=(404, 404, 302, 302, 404, 302),

@@ -9,6 +9,10 @@ get as 404. No answer to a role that may not see that project contains its secre
 
 Each request runs in a transaction that is rolled back, so a POST that is allowed does
 not change the world the next role sees.
+
+Then the same URLs as each of alpha's service tokens (``spec.SERVICE_ROLES``), sent as a
+bearer token: the answer ``spec`` derives from its scopes, and a 404 (or the 403 of a
+scope it lacks) for an object of another project.
 """
 
 import importlib
@@ -23,7 +27,7 @@ from rest_framework.test import APIClient
 
 from tests import access as access_package
 from tests.access import world as world_module
-from tests.access.spec import ROLES, Expect
+from tests.access.spec import ROLES, SERVICE_NEVER, SERVICE_ROLES, SERVICE_WRITES, Expect, Status
 
 # Django's admin site guards itself (staff only) and is tested in
 # tests/rental/catalog/test_admin_accounts.py.
@@ -190,6 +194,86 @@ def test_it_hides_another_projects_objects(world, name):
             elif method == "get" and rule.get[ROLES.index(role)] == 405:
                 # A POST-only URL refuses GET before it looks anything up.
                 assert response.status_code == 405, where
+            else:
+                assert response.status_code == 404, f"{where}: {response.status_code}"
+            assert world_module.SECRET not in _body(response), where
+
+
+# --- Service tokens -------------------------------------------------------------------------
+
+
+def _service_client(name: str, world, role: str) -> Client:
+    client = _client(name, None)
+    client.defaults["HTTP_AUTHORIZATION"] = f"Bearer {world.service_tokens[role]}"
+    return client
+
+
+def _service_expects(name: str, rule: Expect, method: str, role: str) -> Status:
+    """What a service token of alpha with ``role``'s scopes gets (see ``spec``)."""
+    statuses = getattr(rule, method)
+    if not name.startswith("api:"):
+        return statuses[ROLES.index("anonymous")]  # a bearer token is no login
+    if name in SERVICE_NEVER:
+        return 403
+    needed = "read" if method == "get" else SERVICE_WRITES.get(name)
+    if needed not in SERVICE_ROLES[role]:
+        return 403
+    return rule.service.get(method, statuses[ROLES.index("engineer")])
+
+
+def test_every_service_rule_names_a_real_url():
+    for name in (*SERVICE_WRITES, *SERVICE_NEVER):
+        assert name in RULES, name
+    for name, rule in RULES.items():
+        assert set(rule.service) <= {"get", "post"}, name
+
+
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_it_answers_service_tokens_as_their_scopes_say(world, name):
+    rule = RULES[name]
+    kwargs: dict[str, Any] = rule.kwargs(world) if rule.kwargs else {}
+    url = reverse(name, kwargs=kwargs)
+    to_login = name not in PUBLIC_REDIRECTS
+    for role in SERVICE_ROLES:
+        client = _service_client(name, world, role)
+        for method in ("get", "post"):
+            statuses = getattr(rule, method)
+            if statuses is None and method == "post":
+                continue
+            response = _request(client, method, url)
+            where = f"{role} {method.upper()} {url}"
+            if statuses is None:
+                assert response.status_code in (302, 401, 403, 404, 405), where
+            else:
+                expected = _service_expects(name, rule, method, role)
+                _check(response, expected, where=where, login_redirect=to_login)
+            if name.startswith("api:"):
+                assert response.status_code < 500, where
+            assert world_module.SECRET not in _body(response), f"{where} shows gamma's lease"
+            if response.status_code == 403 and name.startswith("api:"):
+                detail = response.json()["detail"]
+                assert "scope" in detail or "token" in detail, f"{where}: {detail}"
+
+
+@pytest.mark.parametrize(
+    "name", sorted(name for name, rule in RULES.items() if rule.outsider_kwargs)
+)
+def test_service_tokens_never_reach_another_project(world, name):
+    rule = RULES[name]
+    url = reverse(name, kwargs=rule.outsider_kwargs(world))
+    for role in SERVICE_ROLES:
+        client = _service_client(name, world, role)
+        for method in ("get", "post"):
+            if getattr(rule, method) is None:
+                continue
+            response = _request(client, method, url)
+            where = f"{role} {method.upper()} {url}"
+            expected = _service_expects(name, rule, method, role)
+            # A page answers as to anonymous visitors; a call no scope covers, or a GET of
+            # a POST-only action, is refused before anything is looked up.
+            refused_first = expected == 403 or (method == "get" and expected == 405)
+            if not name.startswith("api:") or refused_first:
+                assert response.status_code == expected, where
             else:
                 assert response.status_code == 404, f"{where}: {response.status_code}"
             assert world_module.SECRET not in _body(response), where

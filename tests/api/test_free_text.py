@@ -152,6 +152,12 @@ def writes(w) -> dict[str, Write]:
         "POST /api/v1/budgets": Write(
             "gamma_manager", "post", "/api/v1/budgets", {"project": w.gamma.slug, **budget}
         ),
+        "POST /api/v1/gpu-hour-allocations": Write(
+            "gamma_manager",
+            "post",
+            "/api/v1/gpu-hour-allocations",
+            {"project": w.gamma.slug, "gpu_model": w.model.name, "monthly_hours": "100.00"},
+        ),
         "POST /api/v1/disputes/{id}/answer": Write(
             "admin",
             "post",
@@ -178,6 +184,16 @@ def writes(w) -> dict[str, Write]:
             "post",
             f"/api/v1/projects/{w.alpha.slug}/members",
             {"username": "bob", "role": "engineer"},
+        ),
+        "POST /api/v1/projects/{slug}/service-tokens": Write(
+            "alpha_manager",
+            "post",
+            f"/api/v1/projects/{w.alpha.slug}/service-tokens",
+            {
+                "name": "ci-nightly",
+                "scopes": ["read"],
+                "expires_at": (timezone.now() + timedelta(days=7)).isoformat(),
+            },
         ),
         "POST /api/v1/provider-accounts": Write(
             "admin", "post", "/api/v1/provider-accounts", {**account, **credentials}

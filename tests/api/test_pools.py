@@ -65,6 +65,8 @@ def test_it_shows_a_pool_as_its_page_does(busy):
         "apportionment": "hybrid",
         "residual": "shared",
         "degraded_reason": "",
+        "fair_share": False,
+        "fair_share_half_life_hours": "168.00",
     }
     listed = client_for(finance()).get(reverse("api:pool-list")).json()
     assert listed["count"] == 1 and listed["results"][0] == answer.json()

@@ -84,8 +84,11 @@ def test_the_form_shows_the_refusal(f0, client, checks):
 
 
 def test_only_the_configured_checks_are_asked(f0, lease, settings):
-    # By default the one check is billing's budget cap; rental names no check itself.
-    assert settings.PORTAL_ADMISSION_CHECKS == ["billing.admission.budget_cap"]
+    # By default billing's budget cap and GPU-hour hard stop; rental names no check itself.
+    assert settings.PORTAL_ADMISSION_CHECKS == [
+        "billing.admission.budget_cap",
+        "billing.admission.gpu_hour_cap",
+    ]
     lease(f0.gamma, 2, at("10:00"))
     assert CALLS == []
 

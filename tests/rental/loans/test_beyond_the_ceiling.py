@@ -111,7 +111,11 @@ def test_a_lease_taking_the_project_past_its_ceiling_waits_for_a_manager_on_form
 
     outcome, code, words = estimate(client, f0, 3)
     assert (outcome, code) == ("approval", "over_ceiling")
-    assert words == f"Needs a manager's approval {waits}"
+    # The form also says when it would start once approved (expected start, issue 22).
+    assert words.startswith(
+        f"Needs a manager's approval {waits} If you send this now and a manager approves it "
+        "at once, it would most likely start at about "
+    )
 
     page = client.post(reverse("rental:lease_new"), on_the_form(f0, 3))
     assert page.status_code == 302
