@@ -413,6 +413,11 @@ PORTAL_MAX_LEASE_HOURS = env_int("PORTAL_MAX_LEASE_HOURS", 168)
 # How many requests one person may have waiting (pending approval or queued) at once.
 PORTAL_MAX_PENDING_PER_USER = env_int("PORTAL_MAX_PENDING_PER_USER", 10)
 PORTAL_PREEMPTION_NOTICE_SECONDS = env_int("PORTAL_PREEMPTION_NOTICE_SECONDS", 120)
+# Expected start (rental.loans.expected_start): a pool is played forward only when it has
+# at most this many live leases, and a request's plays stop after this many milliseconds;
+# past either a waiting lease shows no estimate rather than a slow page.
+PORTAL_EXPECTED_START_MAX_LEASES = env_int("PORTAL_EXPECTED_START_MAX_LEASES", 2000)
+PORTAL_EXPECTED_START_SECONDS = env_int("PORTAL_EXPECTED_START_MILLISECONDS", 60) / 1000
 PORTAL_MINIMUM_BILLED_SECONDS = env_int("PORTAL_MINIMUM_BILLED_SECONDS", 60)
 # Sent outbox rows are kept this long (to see what was sent when), then deleted.
 PORTAL_OUTBOX_RETENTION_HOURS = env_int("PORTAL_OUTBOX_RETENTION_HOURS", 24)

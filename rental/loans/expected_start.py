@@ -3,6 +3,8 @@ forward by ``expected_start_rules``, and said in words. The lease page, the leas
 the request form and the API read it here; a list reads each pool once
 (``ExpectedStarts``), however many of its leases it shows."""
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -22,6 +24,7 @@ from rental.loans.expected_start_rules import (
     HORIZON_DAYS,
     PRODUCTION,
     TOO_BIG,
+    UNKNOWN,
     Expected,
     Lease,
     Picture,
@@ -90,7 +93,8 @@ def _rows(gpu_model_id: int) -> list[dict]:
         )
         .order_by()
     )
-    return [dict(zip(COLUMNS, row, strict=True)) for row in rows.values_list(*COLUMNS)]
+    most = settings.PORTAL_EXPECTED_START_MAX_LEASES
+    return [dict(zip(COLUMNS, row, strict=True)) for row in rows.values_list(*COLUMNS)[: most + 1]]
 
 
 def read_picture(
@@ -107,6 +111,8 @@ def read_picture(
     read = _rows(gpu_model_id)
     if not read and pool is None:
         return None
+    if len(read) > settings.PORTAL_EXPECTED_START_MAX_LEASES:
+        return None  # too many live leases to play within a page's time: no estimate
     quotas = {
         row["project_id"]: Quota(row["quota_guaranteed"], row["quota_ceiling"], row["quota_weight"])
         for row in read
@@ -211,6 +217,14 @@ def waiting_of(
     )
 
 
+def time_limit() -> Callable[[], bool]:
+    """Whether the plays of one request have used ``PORTAL_EXPECTED_START_SECONDS``: a
+    page never waits longer on its forecasts (what was not played by then has no
+    estimate)."""
+    deadline = time.monotonic() + settings.PORTAL_EXPECTED_START_SECONDS
+    return lambda: time.monotonic() > deadline
+
+
 class ExpectedStarts:
     """Expected starts for the leases one request shows: each pool is read and played
     once, on the first lease of it asked about."""
@@ -219,6 +233,8 @@ class ExpectedStarts:
         self.now = now or timezone.now()
         self.pictures: dict[int, Picture | None] = {}
         self.found: dict[int, dict[int, Expected]] = {}
+        # One time allowance for every play this request makes.
+        self.out_of_time = time_limit()
 
     def picture(self, gpu_model_id: int) -> Picture | None:
         if gpu_model_id not in self.pictures:
@@ -236,7 +252,9 @@ class ExpectedStarts:
             return None
         if lease.status == Status.QUEUED:
             if lease.gpu_model_id not in self.found:
-                self.found[lease.gpu_model_id] = expected_starts(picture, queue_order)
+                self.found[lease.gpu_model_id] = expected_starts(
+                    picture, queue_order, out_of_time=self.out_of_time
+                )
             return self.found[lease.gpu_model_id].get(lease.pk)
         quotas = picture.quotas
         approved = Lease(
@@ -263,7 +281,7 @@ class ExpectedStarts:
         )
         if lease.is_reservation and lease.start > self.now:
             return Expected(None, APPROVAL, {"booking": True, "at": lease.start})
-        found = expected_start_of(picture, queue_order, approved)
+        found = expected_start_of(picture, queue_order, approved, out_of_time=self.out_of_time)
         return Expected(None, APPROVAL, {"if_approved": found})
 
 
@@ -304,7 +322,7 @@ def request_expected(
         submitted_at=now,
         waiting=waiting_of(0, priority, now, project_id, picture.quotas, picture.usage),
     )
-    return expected_start_of(picture, queue_order, asked)
+    return expected_start_of(picture, queue_order, asked, out_of_time=time_limit())
 
 
 # --- In words --------------------------------------------------------------------------
@@ -382,6 +400,8 @@ def reason_text(expected: Expected) -> str:
             )
             % figures
         )
+    if expected.reason == UNKNOWN:
+        return _("No estimate: the pool is too busy to forecast in the time a page allows.")
     if expected.reason == BUSY:
         return (
             _(

@@ -53,6 +53,11 @@ APPROVAL = "approval"  # waiting for a manager
 PRODUCTION = "production_over_guarantee"  # production runs only within G
 CEILING = "over_ceiling"  # its project would pass L
 BUSY = "busy"  # the pool's GPUs stay taken (running, booked, ahead in the queue)
+UNKNOWN = "unknown"  # the play ran out of its time before this lease started
+
+
+class OutOfTime(Exception):
+    """The caller's time for the play is spent (``Play.out_of_time``)."""
 
 
 @dataclass(frozen=True)
@@ -121,9 +126,14 @@ class Play:
     """The pool played forward from ``picture.now``; ``started`` holds when each waiting
     lease starts (or the end of its victims' notice)."""
 
-    def __init__(self, picture: Picture, order: Order) -> None:
+    def __init__(
+        self, picture: Picture, order: Order, out_of_time: Callable[[], bool] | None = None
+    ) -> None:
         self.picture = picture
         self.order = order
+        # Asked at every step: a pool of thousands of running leases is played for as long
+        # as the caller allows, never longer (what has not started by then is UNKNOWN).
+        self.out_of_time = out_of_time or (lambda: False)
         self.capacity = picture.capacity
         self.notice = picture.notice
         self.quotas = picture.quotas
@@ -318,6 +328,7 @@ class Play:
             if not queued:
                 return
             for lease in self._in_order(queued):
+                self._tick()
                 passed.add(lease.id)
                 if lease.held:
                     continue
@@ -340,6 +351,7 @@ class Play:
         by_id = {lease.id: lease for lease in queued}
         figures = []
         for lease in queued:
+            self._tick()
             standing = self.standing(lease.project_id, Priority.LEARNING)
             base = lease.waiting or Waiting(
                 id=lease.id,
@@ -442,6 +454,10 @@ class Play:
 
     # --- The play ------------------------------------------------------------------------
 
+    def _tick(self) -> None:
+        if self.out_of_time():
+            raise OutOfTime
+
     def next_event(self, after: datetime) -> datetime | None:
         times = [x.end for x in self.running]
         times += [x.notice_due for x in self.running if x.notice_due is not None]
@@ -454,6 +470,7 @@ class Play:
     def run(self, *, until: datetime, wanted: set[int]) -> None:
         at: datetime | None = self.picture.now
         while at is not None and at <= until:
+            self._tick()
             self.settle(at)
             self.begin_bookings(at)
             self.settle(at)
@@ -481,27 +498,46 @@ def _decided(standing: Standing, lease: Lease) -> Decision | None:
 
 
 def expected_starts(
-    picture: Picture, order: Order, *, days: int = HORIZON_DAYS
+    picture: Picture,
+    order: Order,
+    *,
+    days: int = HORIZON_DAYS,
+    out_of_time: Callable[[], bool] | None = None,
 ) -> dict[int, Expected]:
     """Every queued lease's expected start in one play of the pool (claims: their due
-    time); a lease with none in the next ``days`` days says why."""
-    play = Play(picture, order)
+    time); a lease with none in the next ``days`` days says why. When ``out_of_time()``
+    says so the play stops: a lease that had not started by then is UNKNOWN."""
+    play = Play(picture, order, out_of_time)
     wanted = {lease.id for lease in picture.queued}
-    play.run(until=picture.now + timedelta(days=days), wanted=wanted)
+    stopped = False
+    try:
+        play.run(until=picture.now + timedelta(days=days), wanted=wanted)
+    except OutOfTime:
+        stopped = True
     found = {claim.id: Expected(claim.claim_due) for claim in picture.claims}
     for lease in picture.queued:
         at = play.started.get(lease.id)
-        found[lease.id] = Expected(at) if at is not None else why_not(play, lease, days=days)
+        if at is not None:
+            found[lease.id] = Expected(at)
+        else:
+            found[lease.id] = (
+                Expected(None, UNKNOWN) if stopped else why_not(play, lease, days=days)
+            )
     return found
 
 
 def expected_start_of(
-    picture: Picture, order: Order, lease: Lease, *, days: int = HORIZON_DAYS
+    picture: Picture,
+    order: Order,
+    lease: Lease,
+    *,
+    days: int = HORIZON_DAYS,
+    out_of_time: Callable[[], bool] | None = None,
 ) -> Expected:
     """One lease not in the queue yet (a request before it is sent, or one waiting for a
     manager, as if approved now) added to it at ``picture.now``."""
     added = replace(picture, queued=[*picture.queued, lease])
-    return expected_starts(added, order, days=days)[lease.id]
+    return expected_starts(added, order, days=days, out_of_time=out_of_time)[lease.id]
 
 
 def why_not(play: Play, lease: Lease, *, days: int) -> Expected:

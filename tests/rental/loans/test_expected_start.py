@@ -12,7 +12,7 @@ from datetime import timedelta
 from portal.errors import DomainError
 from rental.loans import due, ending, queue
 from rental.loans.expected_start import ExpectedStarts, expected_text
-from rental.loans.expected_start_rules import BUSY, TOO_BIG
+from rental.loans.expected_start_rules import BUSY, TOO_BIG, UNKNOWN
 from rental.models import Pool, Reservation
 from tests.rental.loans.conftest import at
 
@@ -364,3 +364,22 @@ def test_a_fair_pool_is_played_in_its_fair_order(f0, lease, django_assert_max_nu
     assert found == (at("14:00"), at("16:00"))
     run_day(f0, at("14:00"), at("16:00"))
     assert (fresh(first).start, fresh(second).start) == found
+
+
+def test_a_play_past_its_time_or_a_pool_past_its_size_gives_no_estimate(f0, lease, settings):
+    """A page never waits on a forecast: past the time allowed the play stops (no
+    estimate, said in words), and a pool with more live leases than allowed is not played."""
+    lease(f0.beta, 4, at("09:00"), hours=5)
+    lease(f0.alpha, 2, at("09:00"), hours=11)
+    lease(f0.gamma, 2, at("09:00"), hours=11)
+    waiting = lease(f0.gamma, 2, at("09:10"), hours=3)
+    settings.PORTAL_EXPECTED_START_SECONDS = 0
+    found = expected(waiting, at("09:30"))
+    assert (found.start, found.reason) == (None, UNKNOWN)
+    assert expected_text(found) == (
+        "No estimate: the pool is too busy to forecast in the time a page allows."
+    )
+    settings.PORTAL_EXPECTED_START_SECONDS = 5
+    assert expected(waiting, at("09:30")).start == at("14:00")
+    settings.PORTAL_EXPECTED_START_MAX_LEASES = 3  # four live leases
+    assert expected(waiting, at("09:30")) is None
