@@ -202,6 +202,7 @@ def our_pages(found: dict[str, object]) -> list[Page]:
         Page("queue (waiting leases)", "admin", "/leases/?status=waiting"),
         Page("pools", "admin", "/pools/"),
         Page("pool", "admin", f"/pools/{pool.pk}/"),
+        Page("pool _queue", "admin", f"/pools/{pool.pk}/_queue/"),
         Page("audit log", "admin", "/audit/"),
         Page("audit log last page", "admin", f"/audit/?{found['audit last']}"),
         Page("dashboard", "finance", "/"),

@@ -70,6 +70,7 @@ urlpatterns = [
     ),
     path("pools/", pools.pool_list, name="pools"),
     path("pools/<int:pk>/", pools.pool_detail, name="pool"),
+    path("pools/<int:pk>/_queue/", pools.pool_queue, name="pool_queue"),
     path("pools/<int:pk>/settings/", pools.pool_settings, name="pool_settings"),
     path("pools/<int:pk>/degraded/", pools.pool_degraded, name="pool_degraded"),
     path(

@@ -18,7 +18,7 @@ from rental.loans.admission_rules import Decision, Standing
 from rental.loans.placement import apply_decision
 from rental.loans.pools import tell_watchers
 from rental.loans.queue_rules import Waiting, queue_order, usage_per_share
-from rental.loans.standing import lock_pool, read_standing
+from rental.loans.standing import lock_pool, read_standing, read_standings
 from rental.loans.usage import close_usage
 from rental.models import GpuModel, Market, Pool, Quota, Reservation, Tier, UsageRecord
 
@@ -51,13 +51,21 @@ class QueueOrder:
     usage: dict[int, Decimal] = field(default_factory=dict)
 
 
-def queue_in_order(pool: Pool, queued: list[Reservation], *, now: datetime) -> QueueOrder:
+def queue_in_order(
+    pool: Pool, queued: list[Reservation], *, now: datetime, bulk: bool = False
+) -> QueueOrder:
     """Queued leases in Q5 order (``queue_rules.queue_order``) with their projects'
     standings (no locks taken here). A fair pool adds one aggregate query of its
     projects' decayed usage as of ``now``; a pool without fair share reads nothing more."""
     project_ids = {lease.project_id for lease in queued}
     quotas = _quotas(pool, project_ids)
-    standings = {pid: read_standing(pool, pid) for pid in project_ids}
+    # ``bulk``: a page's read (three queries for all projects); admission reads each
+    # project's standing under the pool lock, as it decides.
+    standings = (
+        read_standings(pool, project_ids)
+        if bulk
+        else {pid: read_standing(pool, pid) for pid in project_ids}
+    )
     usage: dict[int, Decimal] = {}
     if pool.fair_share and queued:
         gpu_seconds = fair_share.decayed_gpu_seconds(pool, project_ids, now=now)
@@ -346,5 +354,6 @@ def queue_of(pool: Pool, *, now: datetime | None = None) -> PoolQueue:
         pool,
         [lease for lease in queued if lease.reclaim_due_at is None],
         now=now or timezone.now(),
+        bulk=True,
     )
     return PoolQueue(pool=pool, claiming=claiming, order=order)

@@ -91,6 +91,28 @@ def pool_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return _pool_page(request, _pool_or_404(pk))
 
 
+@login_required
+def pool_queue(request: HttpRequest, pk: int) -> HttpResponse:
+    """The pool page's queue, loaded after it (HTMX): waiting requests in admission order,
+    why each is behind the one above and, in a fair pool, each project's figure (Q5). A
+    fixed number of queries however many projects wait (``queue.queue_of``)."""
+    if not _may_see_pools(request.user):
+        raise Http404
+    pool = _pool_or_404(pk)
+    now = timezone.now()
+    found = queue.queue_of(pool, now=now)
+    return render(
+        request,
+        "rental/capacity/_pool_queue.html",
+        {
+            "pool": pool,
+            # Nothing queued: no figures to read either.
+            "queue_rows": waiting.queue_rows(found),
+            "fair_figures": fair_share.project_figures(pool, now=now),
+        },
+    )
+
+
 def _pool_page(
     request: HttpRequest, pool: Pool, *, refused: Refused | None = None, status: int = 200
 ) -> HttpResponse:
@@ -106,12 +128,6 @@ def _pool_page(
             timezone.now().astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
         )
         context["unbilled"] = selectors.unbilled_cloud_time(pool.gpu_model_id, since=month)
-    now = timezone.now()
-    # Nothing queued (the overview counts it): no read of the queue.
-    context["queue_rows"] = (
-        waiting.queue_rows(queue.queue_of(pool, now=now)) if overview.queued else []
-    )
-    context["fair_figures"] = fair_share.project_figures(pool, now=now)
     if access.is_admin(request.user):
         context |= _admin_forms(pool, overview.guaranteed_total, refused)
     return render(request, "rental/capacity/pool.html", context, status=status)

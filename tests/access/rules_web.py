@@ -232,6 +232,7 @@ RULES: dict[str, Expect] = {
     ),
     "rental:pools": Expect(get=EVERYONE),
     "rental:pool": Expect(get=EVERYONE, kwargs=lambda world: {"pk": world.f0.pool.pk}),
+    "rental:pool_queue": Expect(get=EVERYONE, kwargs=lambda world: {"pk": world.f0.pool.pk}),
     "rental:pool_settings": Expect(
         get=POST_ONLY,
         post=(404, 404, 404, 400, 404, 302),  # an empty form: the capacity's field error

@@ -443,7 +443,7 @@ def test_the_pool_page_lists_the_queue_and_each_projects_figure(f0, client, cloc
     example_history(f0)
     example_queue(f0)
     client.force_login(f0.alice)
-    page = client.get(reverse("rental:pool", args=[f0.pool.pk])).content.decode()
+    page = client.get(reverse("rental:pool_queue", args=[f0.pool.pk])).content.decode()
     assert "Fair share is on" in page
     assert "8.7 decayed GPU-hours per guaranteed GPU (17.3 over a share of 2)" in page
     assert "10.1 decayed GPU-hours per guaranteed GPU (40.6 over a share of 4)" in page
@@ -456,7 +456,7 @@ def test_the_pool_page_lists_the_queue_and_each_projects_figure(f0, client, cloc
 def test_the_pool_page_without_fair_share_says_how_the_queue_goes(f0, client, clock):
     example_queue(f0)
     client.force_login(f0.alice)
-    page = client.get(reverse("rental:pool", args=[f0.pool.pk])).content.decode()
+    page = client.get(reverse("rental:pool_queue", args=[f0.pool.pk])).content.decode()
     assert "Fair share is on" not in page
     assert 'id="queue-table"' in page
     assert "sent earlier (at 2026-04-07 23:52:00 UTC)" in page

@@ -110,6 +110,7 @@ def pages(f0, lease) -> list[tuple[str, str, str, dict]]:
         ("admin", "get", reverse("rental:panel_approvals"), {}),
         ("admin", "get", reverse("rental:pools"), {}),
         ("admin", "get", reverse("rental:pool", args=[f0.pool.pk]), {}),
+        ("admin", "get", reverse("rental:pool_queue", args=[f0.pool.pk]), {}),
         ("admin", "get", reverse("audit_log"), {}),
         ("admin", "get", reverse("audit_log") + "?page=last", {}),
         ("admin", "get", reverse("audit_log") + "?project=alpha&page=last", {}),
@@ -131,6 +132,7 @@ def pages(f0, lease) -> list[tuple[str, str, str, dict]]:
             (who, "get", reverse("rental:panel_leases"), {}),
             (who, "get", reverse("rental:pools"), {}),
             (who, "get", reverse("rental:pool", args=[f0.pool.pk]), {}),
+            (who, "get", reverse("rental:pool_queue", args=[f0.pool.pk]), {}),
             (who, "get", reverse("rental:lease", args=[lease.pk]), {}),
             (who, "get", reverse("rental:lease_status_partial", args=[lease.pk]), {}),
         ]
