@@ -237,7 +237,10 @@ def read_standings(pool: Pool, project_ids: Iterable[int]) -> dict[int, Standing
     mine = Q(project_id__in=project_ids) & (HOLDING_GPUS | CLAIMING)
     uses = {
         row["project_id"]: row
-        for row in Reservation.objects.filter(mine, gpu_model_id=pool.gpu_model_id)
+        # Through the (gpu_model, status) index: the live leases, not the projects' history.
+        for row in Reservation.objects.filter(
+            mine, gpu_model_id=pool.gpu_model_id, status__in=LIVE_STATUSES
+        )
         .order_by()
         .values("project_id")
         .annotate(
