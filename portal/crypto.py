@@ -25,8 +25,8 @@ def decrypt(token: str) -> dict[str, str]:
         return json.loads(_fernet().decrypt(token.encode()))
     except InvalidToken:
         raise ImproperlyConfigured(
-            "Stored secrets (provider credentials, channel addresses) cannot be decrypted "
-            "with PORTAL_ENCRYPTION_KEYS."
+            "Stored secrets (provider credentials, the OIDC client secret, chat channels) "
+            "cannot be decrypted with PORTAL_ENCRYPTION_KEYS."
         ) from None
 
 

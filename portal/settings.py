@@ -520,31 +520,8 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = PORTAL_LOG_FORMAT == "plain"
 # The dashboard is a shell; each app serves its own panel as an HTMX partial.
 PORTAL_DASHBOARD_PANELS = ["rental:panel_leases", "rental:panel_approvals", "billing:panel_spend"]
 
-# The agent on each instance and what the portal does with its reports (L6, L8).
-PORTAL_AGENT_HEARTBEAT_SECONDS = env_int("PORTAL_AGENT_HEARTBEAT_SECONDS", 60)
-PORTAL_AGENT_MIN_INTERVAL_SECONDS = env_int("PORTAL_AGENT_MIN_INTERVAL_SECONDS", 10)
-PORTAL_AGENT_MAX_SAMPLES = env_int("PORTAL_AGENT_MAX_SAMPLES", 120)
-PORTAL_AGENT_URL = env_str("PORTAL_AGENT_URL", "http://localhost:8000")  # as instances see it
-PORTAL_BURN_SECONDS = env_int("PORTAL_BURN_SECONDS", 60)
-PORTAL_BURN_MIN_PERCENT = env_int("PORTAL_BURN_MIN_PERCENT", 50)  # of the rated BF16 TFLOPS
-PORTAL_IDLE_THRESHOLD_PERCENT = env_int("PORTAL_IDLE_THRESHOLD_PERCENT", 5)
-PORTAL_IDLE_REQUIRE_NOBODY_CONNECTED = env_bool("PORTAL_IDLE_REQUIRE_NOBODY_CONNECTED", False)
-# Per priority, in consecutive idle samples: warn, reap (None: never), alert the manager.
-PORTAL_IDLE_POLICY = {
-    "learning": {
-        "warn": env_int("PORTAL_IDLE_WARN_LEARNING", 20),
-        "reap": env_int("PORTAL_IDLE_REAP_LEARNING", 30),
-    },
-    "experiment": {
-        "warn": env_int("PORTAL_IDLE_WARN_EXPERIMENT", 20),
-        "reap": env_int("PORTAL_IDLE_REAP_EXPERIMENT", 60),
-    },
-    "production": {
-        "warn": env_int("PORTAL_IDLE_WARN_PRODUCTION", 20),
-        "reap": None,
-        "alert_manager": env_int("PORTAL_IDLE_ALERT_PRODUCTION", 60),
-    },
-}
+from portal.settings_agent import *  # noqa: E402, F403
+
 # Raw per-minute samples, then hourly rollups (docs/operations.md, "The samples table").
 PORTAL_SAMPLE_RETENTION_DAYS = env_int("PORTAL_SAMPLE_RETENTION_DAYS", 7)
 PORTAL_ROLLUP_RETENTION_DAYS = env_int("PORTAL_ROLLUP_RETENTION_DAYS", 400)

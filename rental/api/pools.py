@@ -27,7 +27,7 @@ from portal.api.views import PortalViewSet
 from portal.errors import NotPermitted
 from rental import selectors
 from rental.api.catalog import require_catalog_reader
-from rental.loans import pools, reservations
+from rental.loans import pool_week, pools
 from rental.models import Pool
 from rental.models.capacity import DEGRADED_REASON_LENGTH
 from rental.selectors import PoolOverview
@@ -202,7 +202,7 @@ class PoolViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, PortalViewSe
             today = timezone.now().date()
             monday = today - timedelta(days=today.weekday())
             since = datetime.combine(monday, time(0), tzinfo=UTC)
-        steps = reservations.week(pool, since=since)
+        steps = pool_week.week(pool, since=since)
         return Response(
             WeekSerializer(
                 {"pool": pool.pk, "capacity": pool.capacity, "since": since, "steps": steps}

@@ -7,8 +7,8 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from portal import crypto
 from portal.phrases import PhraseField
-from rental import crypto
 from rental.providers.base import AccountConfig, Credentials
 from rental.providers.registry import DRIVER_CHOICES
 

@@ -23,7 +23,7 @@ from portal import access
 from portal.errors import DomainError
 from rental import selectors
 from rental.catalog import offerings
-from rental.loans import fair_share, pools, queue, reservations, waiting
+from rental.loans import fair_share, pool_week, pools, queue, waiting
 from rental.models import Offering, Pool
 from rental.models.capacity import DEGRADED_REASON_LENGTH
 
@@ -146,7 +146,7 @@ def _week(request: HttpRequest, pool: Pool) -> dict[str, Any]:
         first = today
     monday = first - timedelta(days=first.weekday())
     since = datetime.combine(monday, time(0), tzinfo=UTC)
-    steps = reservations.week(pool, since=since)
+    steps = pool_week.week(pool, since=since)
     # Each cell's words and id are made here, once a cell: 168 template blocks a page
     # cost more than the rest of the page.
     says = _(

@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
+from portal import crypto
 from portal.models import AuditEvent
-from rental import crypto
 from rental.models import ProviderAccount
 from tests import factories
 from tests.api.catalog_support import HUGE, NOT_JSON, client_for, counts, finance, post_raw

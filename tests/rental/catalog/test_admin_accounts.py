@@ -26,12 +26,11 @@ from billing.models import (
     StatementLine,
 )
 from devcloud.server import LocalCloud
-from portal import audit
+from portal import audit, crypto
 from portal.messaging.models import Channel
 from portal.models import AuditEvent, LoginLock, Membership, Notification
 from portal.service_tokens import create_service_token
 from portal.sso.models import GrantedMembership, GrantedRole, GroupRole, Identity, IdentityProvider
-from rental import crypto
 from rental.models import (
     AvailabilityWatch,
     DataVolume,

@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from rental.loans import reservations
+from rental.loans import pool_week, reservations
 from rental.models import Quota, Reservation
 from tests.billing.helpers import lease
 
@@ -38,7 +38,7 @@ def booked_at_random(f0, rng, count):
 def every_booking(monkeypatch):
     """The week as sweeping every booking of the pool (what the filter must not change)."""
     monkeypatch.setattr(
-        reservations,
+        pool_week,
         "bookings_past_guarantee",
         lambda pool, since, until: reservations.bookings(pool),
     )
@@ -51,13 +51,13 @@ def test_the_week_is_the_sweep_of_every_booking(f0, seed, monkeypatch):
     booked_at_random(f0, rng, rng.choice([6, 25, 60]))
     pool = f0.pool
     weeks = [MONDAY + timedelta(days=7 * shift) for shift in (-1, 0, 1)]
-    filtered = [reservations.week(pool, since=since) for since in weeks]
+    filtered = [pool_week.week(pool, since=since) for since in weeks]
     swept = [
-        len(reservations.bookings_past_guarantee(pool, since=s, until=s + timedelta(days=7)))
+        len(pool_week.bookings_past_guarantee(pool, since=s, until=s + timedelta(days=7)))
         for s in weeks
     ]
     every_booking(monkeypatch)
-    assert filtered == [reservations.week(pool, since=since) for since in weeks]
+    assert filtered == [pool_week.week(pool, since=since) for since in weeks]
     assert any(step["reserved"] for week in filtered for step in week) or seed == 1
     assert min(swept) < len(reservations.bookings(pool))
 
@@ -75,7 +75,7 @@ def test_projects_within_their_guarantee_are_not_read(f0):
         )
     until = MONDAY + timedelta(days=7)
     with CaptureQueriesContext(connection) as queries:
-        assert reservations.bookings_past_guarantee(f0.pool, since=MONDAY, until=until) == []
+        assert pool_week.bookings_past_guarantee(f0.pool, since=MONDAY, until=until) == []
     assert len(queries) == 1
     lease(f0, f0.beta, start=MONDAY, end=until, status="active")
-    assert len(reservations.bookings_past_guarantee(f0.pool, since=MONDAY, until=until)) == 5
+    assert len(pool_week.bookings_past_guarantee(f0.pool, since=MONDAY, until=until)) == 5
