@@ -17,6 +17,7 @@ from rental.models.leases import (
     UtilizationSample,
 )
 from rental.models.outbox import OutboxMessage
+from rental.models.own_hosts import OwnHost
 from rental.models.storage import StorageInterval
 from rental.models.unbilled import UnbilledCloudTime
 from rental.models.volumes import DataVolume
@@ -33,6 +34,7 @@ __all__ = [
     "Offering",
     "Orphan",
     "OutboxMessage",
+    "OwnHost",
     "Pool",
     "Priority",
     "ProviderAccount",

@@ -111,7 +111,14 @@ class ProviderAccount(models.Model):
             ),
             endpoint_url=self.endpoint_url,
             default_region=self.default_region,
+            hosts=self._host_configs(),
         )
+
+    def _host_configs(self) -> tuple:
+        """The active own servers of an ``ssh`` account (none for a cloud's)."""
+        if self.driver != "ssh" or self.pk is None:
+            return ()
+        return tuple(host.config() for host in self.own_hosts.filter(is_active=True))
 
 
 class Offering(models.Model):

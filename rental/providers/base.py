@@ -93,13 +93,56 @@ class Credentials:
 
 
 @dataclass(frozen=True)
+class HostConfig:
+    """One of the company's own GPU servers, as the ``ssh`` driver reaches it: an account
+    on it (``username``) that may run commands as root through sudo, or root itself.
+    ``host_key`` is the server's known_hosts line ("" until first contact pins it);
+    ``repr()`` never shows the private key."""
+
+    name: str
+    address: str
+    port: int
+    username: str
+    private_key: str = field(repr=False)
+    host_key: str = ""
+
+
+@dataclass(frozen=True)
 class AccountConfig:
-    """Everything a driver needs to reach one cloud account."""
+    """Everything a driver needs to reach one cloud account (or, for the ``ssh`` driver,
+    one site of the company's own servers: ``hosts``)."""
 
     driver: str
     credentials: Credentials
     endpoint_url: str = ""
     default_region: str = "us-east-1"
+    hosts: tuple[HostConfig, ...] = ()
+
+
+@dataclass(frozen=True)
+class HostGpu:
+    """One GPU of an own server as ``nvidia-smi`` reports it; ``busy_pids`` are the
+    processes using it now."""
+
+    index: int
+    name: str
+    memory_mib: int
+    uuid: str
+    busy_pids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class HostReport:
+    """What one look at an own server found. ``reachable`` False means it did not answer
+    (``message`` says why, never with a secret); ``leases`` maps each lease's idempotency
+    key on the host to the GPU indexes it holds."""
+
+    name: str
+    reachable: bool
+    message: str
+    gpus: tuple[HostGpu, ...] = ()
+    leases: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    host_key: str = ""
 
 
 @dataclass(frozen=True)

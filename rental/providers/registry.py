@@ -8,6 +8,7 @@ from rental.providers.base import AccountConfig, Provider, ProviderError, Provid
 
 DRIVER_CHOICES: list[tuple[str, str]] = [
     ("aws", "AWS EC2 (or any EC2-compatible endpoint)"),
+    ("ssh", "Own GPU servers (SSH)"),
 ]
 
 
