@@ -11,8 +11,14 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
+# The own-server driver (ssh) talks to the company's GPU servers with OpenSSH's client.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends openssh-client \
+    && rm -rf /var/lib/apt/lists/*
+
 COPY . .
-RUN pip install . \
+# Every cloud driver's SDK (the extras of pyproject.toml); ssh needs none, only OpenSSH.
+RUN pip install ".[aws,kubernetes,alibaba]" \
     && PORTAL_ENV=production \
        SECRET_KEY=collectstatic-only \
        PORTAL_ENCRYPTION_KEYS=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA= \

@@ -12,11 +12,11 @@ $(PY):
 
 # Reinstall only when pyproject.toml is newer than the stamp.
 $(VENV)/.installed-demo: pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e '.[demo]'
+	$(PY) -m pip install --quiet -e '.[demo,reconcile]'
 	@touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,reconcile]'
 	@touch $@
 
 run: $(VENV)/.installed-demo

@@ -38,6 +38,8 @@ from rental.models import (
     UnbilledCloudTime,
     UsageRecord,
 )
+from rental.providers.base import Capability
+from rental.providers.registry import capabilities
 
 
 @dataclass(frozen=True)
@@ -158,8 +160,19 @@ def approved_beyond(
 
 
 def on_sale() -> QuerySet[Offering]:
-    """Offerings that sell now: available, on an active account."""
-    return Offering.objects.filter(is_available=True, account__is_active=True)
+    """Offerings that sell now: available, on an active account (loaded: its driver says
+    which markets the offering can sell on, ``sells_on``)."""
+    return Offering.objects.filter(is_available=True, account__is_active=True).select_related(
+        "account"
+    )
+
+
+def sells_on(offering: Offering, market: str) -> bool:
+    """Whether ``offering`` sells on ``market``: it has a price there and, for spot, its
+    driver has a spot market (the registry's static table; the account must be loaded)."""
+    if offering.price_per_hour(market) is None:
+        return False
+    return market != Market.SPOT or Capability.SPOT in capabilities(offering.account.driver)
 
 
 def offerings_of(gpu_model: GpuModel | int) -> QuerySet[Offering]:
@@ -225,15 +238,14 @@ def quotas_in_use(quotas: QuerySet[Quota]) -> QuerySet[Quota]:
 def fitting(offerings: Iterable[Offering], *, gpu_count: int, market: str) -> list[Offering]:
     """Of ``offerings``, those that can carry exactly ``gpu_count`` GPUs, cheapest first.
 
-    An offering fits when its GPUs per instance divide the count; its price for
-    the market must be known. Ties go to fewer, larger instances.
+    An offering fits when its GPUs per instance divide the count and it sells on the
+    market (``sells_on``). Ties go to fewer, larger instances.
     """
     return sorted(
         (
             offering
             for offering in offerings
-            if gpu_count % offering.gpus_per_instance == 0
-            and offering.price_per_hour(market) is not None
+            if gpu_count % offering.gpus_per_instance == 0 and sells_on(offering, market)
         ),
         key=lambda o: (o.rate_per_gpu_hour(market), -o.gpus_per_instance, o.instance_type),
     )

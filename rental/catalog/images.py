@@ -24,9 +24,16 @@ from portal.notifications import notify
 from portal.phrases import Phrase, Text, bounded, duration
 from portal.text import plain_text
 from rental import jobs
+from rental.catalog.capabilities import check_lease_can
 from rental.catalog.image_rules import driver_conflict
 from rental.models import Image, Instance, Offering, Reservation
-from rental.providers.base import TAG_INSTALLATION, TAG_PROJECT, ImageState, ProviderError
+from rental.providers.base import (
+    TAG_INSTALLATION,
+    TAG_PROJECT,
+    Capability,
+    ImageState,
+    ProviderError,
+)
 from rental.providers.registry import get_provider
 
 State = Image.State
@@ -125,6 +132,7 @@ def save_as_image(
     )
     if lease.status not in SAVABLE_STATUSES:
         raise InvalidTransition(_("Only a running or stopped lease can be saved as an image."))
+    check_lease_can(lease, Capability.IMAGES)  # 400: a driver without images
     instance = (
         lease.instances.select_for_update()
         .filter(state__in=SAVABLE_STATES)

@@ -21,7 +21,9 @@ from portal.errors import Conflict, InvalidInput, InvalidTransition, NotPermitte
 from portal.text import plain_text
 from rental import jobs, selectors
 from rental.catalog import storage
+from rental.catalog.capabilities import drivers_that_can
 from rental.models import DataVolume, GpuModel, Instance, Offering, Reservation
+from rental.providers.base import Capability
 
 VState = DataVolume.State
 DEVICE = "/dev/sdf"
@@ -46,9 +48,11 @@ def volume_zones() -> list[VolumeZone]:
     """Every (account, zone) listed by an available offering of an active account, with the
     lowest storage price of the offerings there; sorted by zone."""
     best: dict[tuple[int, str], VolumeZone] = {}
-    offerings = Offering.objects.filter(is_available=True, account__is_active=True).select_related(
-        "account"
-    )
+    offerings = Offering.objects.filter(
+        is_available=True,
+        account__is_active=True,
+        account__driver__in=drivers_that_can(Capability.VOLUMES),  # own servers have none
+    ).select_related("account")
     for offering in offerings.order_by("pk"):
         for zone in offering.zones or ():
             key = (offering.account_id, zone)
@@ -69,6 +73,12 @@ def why_no_zone(zones: list[VolumeZone]) -> str:
         return _(
             "No data volume can be created: no instance type is on sale, so there is no "
             "zone where a lease could use one."
+        )
+    volume_drivers = drivers_that_can(Capability.VOLUMES)
+    if not selectors.on_sale().filter(account__driver__in=volume_drivers).exists():
+        return _(
+            "No data volume can be created: every instance type on sale runs where no "
+            "data volume can be kept (own GPU servers keep none)."
         )
     return _(
         "No data volume can be created: no instance type on sale lists its availability "

@@ -22,12 +22,14 @@ from portal.notifications import notify
 from portal.phrases import Phrase
 from rental import jobs
 from rental.catalog import storage
+from rental.catalog.capabilities import check_lease_can
 from rental.fleet.cloud import provider_for
 from rental.loans.admission import admission
 from rental.loans.messages import lease_name
 from rental.loans.standing import lock_pool
 from rental.loans.usage import close_usage
 from rental.models import Instance, Market, Reservation, TerminationReason
+from rental.providers.base import Capability
 
 Status = Reservation.Status
 State = Instance.State
@@ -51,6 +53,7 @@ def stop_lease(
 
     now = now or timezone.now()
     _check_actor(actor, reservation)
+    check_lease_can(reservation, Capability.STOP_START)  # 400: own servers never stop
     lease = Reservation.objects.select_for_update().get(pk=reservation.pk)
     if lease.status != Status.ACTIVE:
         raise InvalidTransition(_("Only an active lease can be stopped."))

@@ -37,6 +37,7 @@ from rental.providers.base import (
     MARKET_SPOT,
     TAG_IDEMPOTENCY_KEY,
     AccountConfig,
+    Capability,
     CloudImage,
     CloudInstance,
     CloudState,
@@ -180,6 +181,11 @@ class AwsProvider(AwsVolumes):
     DescribeInstances page (AWS accepts 5 to 1000); ``max_attempts`` counts botocore's
     attempts per request including the first (1 = no SDK-level retries).
     """
+
+    # Kept equal to the registry's entry for "aws" (tests/rental/providers/test_registry.py).
+    capabilities = frozenset(
+        {Capability.STOP_START, Capability.VOLUMES, Capability.IMAGES, Capability.SPOT}
+    )
 
     def __init__(
         self,

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 
 class ProviderErrorKind(StrEnum):
@@ -117,6 +117,13 @@ class AccountConfig:
     endpoint_url: str = ""
     default_region: str = "us-east-1"
     hosts: tuple[HostConfig, ...] = ()
+    # The account's driver options (registry: each driver's ``account_options``), frozen:
+    # (name, value) pairs sorted by name, a JSON object's value likewise pairs. No secrets.
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def option(self, name: str, default: Any = None) -> Any:
+        """The value of option ``name`` (an object's as (key, value) pairs), or ``default``."""
+        return dict(self.options).get(name, default)
 
 
 @dataclass(frozen=True)
@@ -158,6 +165,10 @@ class LaunchSpec:
     user_data: str = ""
     spot_max_price: Decimal | None = None
     name: str = ""
+    # For drivers that set a machine up themselves instead of by user-data (``ssh``): the
+    # engineer's public keys, and the agent's configuration as JSON ("" for no agent).
+    ssh_public_keys: tuple[str, ...] = ()
+    agent_config: str = field(default="", repr=False)
 
 
 @dataclass(frozen=True)
@@ -178,6 +189,9 @@ class CloudInstance:
     tags: tuple[tuple[str, str], ...]
     # The cloud account that owns it (EC2: the reservation's OwnerId); "" when unknown.
     owner_id: str = ""
+    # The account the engineer logs in as, where the driver makes one per lease (``ssh``);
+    # "" where the image decides it.
+    login_user: str = ""
 
     def tag(self, key: str) -> str:
         """The value of tag ``key``, or ``""`` when the instance does not carry it."""
@@ -238,9 +252,27 @@ class CloudVolume:
     tags: tuple[tuple[str, str], ...]
 
 
+class Capability(StrEnum):
+    """What a driver may offer beyond the core contract. A driver class declares the ones
+    it has in ``capabilities`` and implements the matching protocol below; the portal
+    offers a lease, a volume or a market only where the driver involved declares it."""
+
+    STOP_START = "stop_start"
+    VOLUMES = "volumes"
+    IMAGES = "images"
+    SPOT = "spot"
+
+
 @runtime_checkable
 class Provider(Protocol):
-    """What every cloud driver offers. Every method raises ``ProviderError`` on failure."""
+    """The one contract every driver keeps: priced offers are the catalog's rows, and the
+    driver launches with an idempotency key, describes many instances by tag or by id, and
+    terminates idempotently. Every method raises ``ProviderError`` on failure, never an
+    SDK's exception. What else it can do is in its class's ``capabilities`` (each one a
+    protocol below); the contract tests (tests/rental/providers/contract.py) hold every
+    driver to all of it."""
+
+    capabilities: frozenset[Capability]
 
     def validate(self) -> None:
         """Check the credentials with one cheap call; raise ``ProviderError`` if unusable."""
@@ -268,6 +300,11 @@ class Provider(Protocol):
         """Terminate the instances; unknown or already terminated ids are ignored."""
         ...
 
+
+@runtime_checkable
+class StopStart(Protocol):
+    """``Capability.STOP_START``: an instance stops with its disk kept and starts again."""
+
     def stop(self, external_ids: list[str], *, region: str) -> None:
         """Stop on-demand instances, keeping their disks; stopping a stopped one is harmless."""
         ...
@@ -275,6 +312,11 @@ class Provider(Protocol):
     def start(self, external_ids: list[str], *, region: str) -> None:
         """Start stopped instances on the same disks; starting a running one is harmless."""
         ...
+
+
+@runtime_checkable
+class Images(Protocol):
+    """``Capability.IMAGES``: an instance's disk is saved as a machine image."""
 
     def create_image(
         self,
@@ -293,6 +335,11 @@ class Provider(Protocol):
         """The images among ``image_ids`` the cloud knows; a missing id is unknown to the
         cloud (never an error)."""
         ...
+
+
+@runtime_checkable
+class Volumes(Protocol):
+    """``Capability.VOLUMES``: data volumes that outlive instances, attached and detached."""
 
     def create_volume(self, spec: VolumeSpec, *, idempotency_key: str) -> CloudVolume:
         """Create one volume; the same key never yields a second volume."""
@@ -315,3 +362,13 @@ class Provider(Protocol):
     def delete_volume(self, volume_id: str, *, region: str) -> None:
         """Delete a detached volume (only on a person's explicit request); gone is harmless."""
         ...
+
+
+# The protocol a driver implements for each capability it declares (``SPOT`` is a market a
+# launch asks for in ``LaunchSpec.market``, so it has no methods of its own).
+CAPABILITY_PROTOCOLS: dict[Capability, type | None] = {
+    Capability.STOP_START: StopStart,
+    Capability.IMAGES: Images,
+    Capability.VOLUMES: Volumes,
+    Capability.SPOT: None,
+}
