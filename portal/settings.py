@@ -369,6 +369,13 @@ CELERY_BEAT_SCHEDULE = {
         "task": "rental.tasks.sync_instances_task",
         "schedule": float(env_int("PORTAL_SYNC_INTERVAL", 30)),
     },
+    # The company's own GPU servers (rental.fleet.own_hosts): each ssh account's hosts
+    # looked at over SSH (nvidia-smi), their GPUs and the account's offerings kept in step;
+    # Kubernetes pools' offerings kept in step with their nodes (rental.fleet.node_offerings).
+    "check-own-hosts": {
+        "task": "rental.tasks.check_own_hosts_task",
+        "schedule": float(env_int("PORTAL_OWN_HOST_CHECK_INTERVAL", 60)),
+    },
     "end-expired-leases": {
         "task": "rental.tasks.end_expired_leases_task",
         "schedule": float(env_int("PORTAL_LEASE_CHECK_INTERVAL", 30)),
@@ -468,6 +475,8 @@ REST_FRAMEWORK = {
 # The published API description (drf-spectacular): portal/settings_api.py.
 from portal.settings_api import SPECTACULAR_SETTINGS  # noqa: E402, F401
 
+if PRODUCTION and PORTAL_SSH_TRANSPORT:  # noqa: F405 (settings_policy)
+    raise ImproperlyConfigured("PORTAL_SSH_TRANSPORT is the demo's; unset it in production.")
 if PRODUCTION:
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

@@ -47,6 +47,13 @@ if PORTAL_ORPHAN_POLICY not in {"report", "terminate", "adopt"}:
 # its termination on the way, never an orphan.
 PORTAL_ORPHAN_GRACE_SECONDS = env_int("PORTAL_ORPHAN_GRACE_SECONDS", 120)
 PORTAL_ADOPTED_LEASE_HOURS = env_int("PORTAL_ADOPTED_LEASE_HOURS", 8)
+# An own GPU server that has not answered for this long is "not answering": its pools are
+# degraded and its leases at risk, and people are told (rental.fleet.own_host_health).
+PORTAL_OWN_HOST_GRACE_SECONDS = env_int("PORTAL_OWN_HOST_GRACE_SECONDS", 120)
+# How the ssh driver reaches own servers: "" for the system's OpenSSH client, else the
+# dotted path of a function like rental.providers.ssh_transport.run. Only the demo sets
+# it (devcloud.own_servers.run: its servers are local processes); refused in production.
+PORTAL_SSH_TRANSPORT = env_str("PORTAL_SSH_TRANSPORT", "")
 # A termination the cloud keeps refusing is retried by every sync; after this many
 # failures admins are told the instance may still be billing.
 PORTAL_TERMINATE_MAX_ATTEMPTS = env_int("PORTAL_TERMINATE_MAX_ATTEMPTS", 6)
@@ -122,3 +129,14 @@ for _name in (
         raise ImproperlyConfigured(f"{_name} must be an amount such as 25000.00.") from None
 if PORTAL_BUY_LIFETIME_MONTHS < 1:
     raise ImproperlyConfigured("PORTAL_BUY_LIFETIME_MONTHS must be at least 1.")
+# Reconciliation with the provider's bill (billing.reconcile): a difference beyond this
+# percent of the larger of the two costs is flagged, and the month's close waits until
+# someone has looked at it. A Decimal string from 0 to 100.
+PORTAL_RECONCILE_THRESHOLD_PERCENT = env_str("PORTAL_RECONCILE_THRESHOLD_PERCENT", "0.5")
+try:
+    if not 0 <= Decimal(PORTAL_RECONCILE_THRESHOLD_PERCENT) <= 100:
+        raise InvalidOperation
+except InvalidOperation:
+    raise ImproperlyConfigured(
+        "PORTAL_RECONCILE_THRESHOLD_PERCENT must be a percent from 0 to 100, such as 0.5."
+    ) from None

@@ -36,6 +36,7 @@ from rental.models import (
     Image,
     Instance,
     Offering,
+    OwnHost,
     Pool,
     ProviderAccount,
     Quota,
@@ -223,6 +224,16 @@ def _orphans(ids: list[str]) -> Mapping[str, Named]:
     }
 
 
+def _own_hosts(ids: list[str]) -> Mapping[str, Named]:
+    return {
+        str(host.pk): Named(
+            _("the own GPU server “%(name)s”") % {"name": host.name},
+            reverse("admin:rental_ownhost_change", args=[host.pk]),
+        )
+        for host in OwnHost.objects.filter(pk__in=numeric_ids(ids))
+    }
+
+
 def _lease_ref(value: Any) -> str:
     if value in (None, ""):
         return "—"
@@ -286,6 +297,13 @@ VERBS = {
     "lease.stopped": Verb(_("%(actor)s stopped %(object)s"), _("Lease stopped")),
     "lease.resumed": Verb(_("%(actor)s resumed %(object)s"), _("Lease resumed")),
     "lease.ended": Verb(_("%(actor)s ended %(object)s (%(reason)s)"), _("Lease ended")),
+    "lease.at_risk": Verb(
+        _("%(object)s is at risk: its server %(host)s is not answering"), _("Lease at risk")
+    ),
+    "lease.out_of_risk": Verb(
+        _("%(object)s is no longer at risk: its server %(host)s answers again"),
+        _("Lease out of risk"),
+    ),
     "lease.ssh_keys_chosen": Verb(
         _("%(actor)s chose the SSH keys of %(object)s: %(keys)s"), _("SSH keys chosen")
     ),
@@ -373,6 +391,11 @@ VERBS = {
         _("%(actor)s checked the credentials of %(object)s: %(status)s"),
         _("Credentials checked"),
     ),
+    "own_host.saved": Verb(_("%(actor)s saved %(object)s"), _("Own server saved")),
+    "own_host.deleted": Verb(
+        _("%(actor)s removed the own GPU server “%(was_name)s”"), _("Own server removed")
+    ),
+    "own_host.state": Verb(_("%(object)s is now %(state)s"), _("Own server state")),
     "exchange_rate.added": Verb(_("%(actor)s recorded %(object)s"), _("Exchange rate added")),
     "ssh_key.added": Verb(_("%(actor)s added %(object)s"), _("SSH key added")),
     "ssh_key.deleted": Verb(
@@ -409,13 +432,16 @@ KINDS = {
     "rental.datavolume": Kind(_("data volume"), _volumes),
     "rental.availabilitywatch": Kind(_("availability watch"), _watches),
     "rental.orphan": Kind(_("orphan instance"), _orphans),
+    "rental.ownhost": Kind(_("own GPU server"), _own_hosts),
 }
 
 VALUES = {
     "status": Value(_("Status"), STATUS),
     "rental.provideraccount:status": Value(_("Status"), choice(ProviderAccount.Status)),
     "state": Value(_("State")),
+    "host": Value(_("Server")),
     "rental.pool:state": Value(_("State"), choice(Pool.State)),
+    "rental.ownhost:state": Value(_("State"), choice(OwnHost.State)),
     "rental.instance:state": Value(_("State"), choice(Instance.State)),
     "rental.image:state": Value(_("State"), choice(Image.State)),
     "rental.datavolume:state": Value(_("State"), choice(DataVolume.State)),
@@ -457,6 +483,8 @@ VALUES = {
     "committed_monthly_cost": Value(_("Committed monthly cost"), money),
     "apportionment": Value(_("Cost sharing"), choice(Pool.Apportionment)),
     "residual": Value(_("Unassigned commitment"), choice(Pool.Residual)),
+    "placement_order": Value(_("Placement order"), choice(Pool.PlacementOrder)),
+    "placement_accounts": Value(_("Provider accounts tried first")),
     "degraded_reason": Value(_("Why degraded")),
     "guaranteed": Value(_("Guarantee"), GPUS),
     "rental.pool:guaranteed": Value(_("Guaranteed in all"), GPUS),

@@ -10,7 +10,17 @@ from django.utils import timezone
 from rental import jobs
 from rental.agent import samples
 from rental.catalog import images
-from rental.fleet import cloud, instances, recovery, stop, sync, termination, volume_cloud
+from rental.fleet import (
+    cloud,
+    instances,
+    node_offerings,
+    own_hosts,
+    recovery,
+    stop,
+    sync,
+    termination,
+    volume_cloud,
+)
 from rental.fleet.retry import RETRY_COUNTDOWNS
 from rental.loans import due, ending, expiry, queue
 
@@ -45,6 +55,15 @@ def terminate_instance_task(self, instance_id: int) -> None:
 def sync_instances_task() -> None:
     """The periodic sync: fans out one sync_region_task per account and region."""
     sync.start_sync()
+
+
+@task(acks_late=True, ignore_result=True)
+def check_own_hosts_task() -> None:
+    """The own GPU servers of every active ssh account looked at, and the nodes of every
+    active Kubernetes pool (one driver call per account; offerings kept in step with
+    both); a second delivery looks again and changes nothing that did not change."""
+    own_hosts.check_all()
+    node_offerings.check_all()
 
 
 @task(acks_late=True, ignore_result=True)

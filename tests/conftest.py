@@ -9,7 +9,13 @@ from django.test import override_settings
 
 from tests import factories, servers
 
-pytest_plugins = ["tests.fixtures_cloud", "tests.fixtures_worker", "tests.fixtures_outages"]
+pytest_plugins = [
+    "tests.fixtures_cloud",
+    "tests.fixtures_worker",
+    "tests.fixtures_outages",
+    "tests.fixtures_alibaba",
+    "tests.fixtures_kubernetes",
+]
 
 
 def pytest_configure(config):

@@ -30,6 +30,7 @@ from rental.admin.leases import (
     SshKeyAdmin,
     UsageRecordAdmin,
 )
+from rental.admin.own_hosts import OwnHostAdmin, OwnHostForm, OwnHostInline
 
 __all__ = [
     "AvailabilityWatchAdmin",
@@ -42,6 +43,9 @@ __all__ = [
     "LaunchAttemptAdmin",
     "OfferingAdmin",
     "OrphanAdmin",
+    "OwnHostAdmin",
+    "OwnHostForm",
+    "OwnHostInline",
     "PoolAdmin",
     "ProviderAccountAdmin",
     "ProviderAccountForm",

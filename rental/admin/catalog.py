@@ -15,7 +15,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import ImproperlyConfigured, PermissionDenied, ValidationError
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import BLANK_CHOICE_DASH, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import URLPattern, path, reverse
 from django.utils.decorators import method_decorator
@@ -30,8 +30,11 @@ from portal.admin import PortalAdmin
 from portal.models import AuditEvent
 from portal.numbers import NonNegativeNumbersForm
 from portal.text import text_problem, validate_plain_text
+from rental.admin.driver_options import checked_options, options_field, options_help
+from rental.admin.own_hosts import OwnHostInline
 from rental.catalog import accounts
 from rental.models import GpuModel, Image, Offering, ProviderAccount
+from rental.providers.registry import DRIVER_CHOICES, DRIVERS, available_choices
 
 CREDENTIAL_FIELDS = ("access_key_id", "secret_access_key", "session_token")
 # What a change must touch for the stored validation result to be stale.
@@ -102,13 +105,26 @@ class ProviderAccountForm(forms.ModelForm):
     session_token = _write_only(
         _("Session token"), _("Optional, for temporary credentials. Write-only.")
     )
+    options = options_field()
 
     class Meta:
         model = ProviderAccount
-        fields = ["name", "driver", "regions", "endpoint_url", "is_active"]
+        fields = ["name", "driver", "regions", "endpoint_url", "options", "is_active"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Only the drivers this installation can run are offered; an account keeps its own
+        # driver even when that one is missing here (its page says what to install).
+        offered = available_choices()
+        current = self.instance.driver if self.instance.pk else ""
+        if current and current not in dict(offered):
+            offered.append((current, dict(DRIVER_CHOICES).get(current, current)))
+        self.fields["driver"].choices = [*BLANK_CHOICE_DASH, *offered]
+        self.fields["options"].help_text = options_help()
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
+        checked_options(self, cleaned)
         key = cleaned.get("access_key_id", "")
         secret = cleaned.get("secret_access_key", "")
         token = cleaned.get("session_token", "")
@@ -167,6 +183,7 @@ class ProviderAccountAdmin(PortalAdmin):
     # The top Save button comes first in the form, so Enter saves (not "Validate now").
     save_on_top = True
     readonly_fields = [
+        "driver_installed",
         "credentials",
         "status",
         "status_message",
@@ -178,7 +195,20 @@ class ProviderAccountAdmin(PortalAdmin):
         "cloud_account",
     ]
     fieldsets = [
-        (None, {"fields": ["name", "driver", "regions", "endpoint_url", "is_active"]}),
+        (
+            None,
+            {
+                "fields": [
+                    "name",
+                    "driver",
+                    "driver_installed",
+                    "regions",
+                    "endpoint_url",
+                    "options",
+                    "is_active",
+                ]
+            },
+        ),
         (
             _("Credentials"),
             {
@@ -196,6 +226,10 @@ class ProviderAccountAdmin(PortalAdmin):
         ),
     ]
 
+    def get_inlines(self, request: HttpRequest, obj: ProviderAccount | None) -> list:
+        """An ssh account's own GPU servers, listed (each is edited on its own page)."""
+        return [OwnHostInline] if obj is not None and obj.driver == "ssh" else []
+
     @admin.display(description=_("cloud account"))
     def cloud_account(self, obj: ProviderAccount) -> str:
         """The cloud account the sync found, and the other accounts that reach it too
@@ -209,6 +243,28 @@ class ProviderAccountAdmin(PortalAdmin):
             "id": obj.cloud_account_id,
             "others": ", ".join(others),
         }
+
+    @admin.display(description=_("driver installed"))
+    def driver_installed(self, obj: ProviderAccount) -> str:
+        """Whether this installation can run the account's driver, or what it needs."""
+        entry = DRIVERS.get(obj.driver)
+        if entry is None:
+            return gettext("Choose a driver.") if obj.pk is None else obj.driver
+        return entry.missing() or gettext("Installed.")
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        account = self.get_object(request, unquote(object_id))
+        entry = DRIVERS.get(account.driver) if account is not None else None
+        missing = entry.missing() if entry is not None else ""
+        if missing and request.method == "GET":
+            messages.warning(request, missing)
+        return super().change_view(request, object_id, form_url, extra_context)
 
     @admin.display(description=_("sync problem"))
     def sync_problem(self, obj: ProviderAccount) -> str:

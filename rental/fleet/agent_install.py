@@ -92,6 +92,17 @@ def _tool_units(instance: Instance, user: str) -> list[str]:
     return lines
 
 
+def agent_config(instance: Instance) -> dict:
+    """The agent's configuration, its token included (``cloud_config`` records the token's
+    hash; the token is the same however often it is derived)."""
+    return {
+        "url": settings.PORTAL_AGENT_URL.rstrip("/") + "/api/v1/agent/heartbeat",
+        "token": agent_token(instance),
+        "interval": settings.PORTAL_AGENT_HEARTBEAT_SECONDS,
+        "burn_seconds": settings.PORTAL_BURN_SECONDS,
+    }
+
+
 def cloud_config(instance: Instance, *, ssh_keys: list[str]) -> str:
     """The instance's user-data: the engineer's SSH keys, and the agent with its token,
     started as a service. Records the token's hash on the instance."""
@@ -99,12 +110,7 @@ def cloud_config(instance: Instance, *, ssh_keys: list[str]) -> str:
     Instance.objects.filter(pk=instance.pk).update(agent_token_hash=token_hash(token))
     instance.agent_token_hash = token_hash(token)
     user = instance.ssh_user or "ubuntu"
-    config = {
-        "url": settings.PORTAL_AGENT_URL.rstrip("/") + "/api/v1/agent/heartbeat",
-        "token": token,
-        "interval": settings.PORTAL_AGENT_HEARTBEAT_SECONDS,
-        "burn_seconds": settings.PORTAL_BURN_SECONDS,
-    }
+    config = agent_config(instance)
     source = base64.b64encode(gzip.compress(AGENT_SOURCE.read_bytes(), mtime=0)).decode()
     lines = ["#cloud-config", "users:", "  - default"]
     if ssh_keys:

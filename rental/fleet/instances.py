@@ -7,6 +7,7 @@ second short transaction. Every claim is a conditional update, so a duplicate
 task delivery finds nothing to do.
 """
 
+import json
 import random
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -25,7 +26,7 @@ from rental import jobs
 from rental.catalog import volumes
 from rental.catalog.keys import keys_for_launch
 from rental.fleet import launching, recovery
-from rental.fleet.agent_install import cloud_config
+from rental.fleet.agent_install import agent_config, cloud_config
 from rental.fleet.cloud import LaunchRetry, installation_tags, provider_for
 from rental.fleet.failover import (
     Attempt,
@@ -75,6 +76,9 @@ def launch_spec(instance: Instance) -> LaunchSpec:
         zone=instance.zone,
         user_data=user_data,
         name=f"gpu-portal {lease.project.slug} lease {lease.pk}",
+        # Own servers (the ssh driver) set the account and the agent up themselves.
+        ssh_public_keys=tuple(keys),
+        agent_config=json.dumps(agent_config(instance)),
     )
 
 
@@ -111,7 +115,7 @@ def provision_instance(*, instance_id: int, now: datetime | None = None) -> None
         "reservation__image",
         "reservation__gpu_model",
         "reservation__offering",
-        "offering",
+        "offering__account",  # whether its driver boots the lease's image
         "account",
     ).get(pk=instance_id)
     places = launching.launch_places(instance)
@@ -225,6 +229,8 @@ def _link(instance: Instance, cloud: CloudInstance, *, now: datetime) -> None:
     instance.private_address = cloud.private_address
     instance.launched_at = cloud.launched_at or now
     instance.tags = dict(cloud.tags)
+    if cloud.login_user:  # own servers: the lease's own account
+        instance.ssh_user = cloud.login_user
     instance.last_error = ""
     instance.save()
 

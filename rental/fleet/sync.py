@@ -18,13 +18,27 @@ from django.utils.translation import gettext_noop
 
 from portal.phrases import Phrase, duration
 from rental import jobs
+from rental.catalog.placement_rules import OWN_DRIVER
 from rental.fleet import orphans, recovery, spot
 from rental.fleet.cloud import installation_tags
 from rental.fleet.instances import _link, fail_instance, mark_running
 from rental.fleet.termination import launch_may_be_in_flight, mark_terminated, mark_terminated_many
 from rental.loans.locks import lock_leases_of
-from rental.models import Instance, Offering, ProviderAccount, RegionSync, Reservation
-from rental.providers.base import CloudInstance, CloudState, ProviderError
+from rental.models import (
+    Instance,
+    Offering,
+    OwnHost,
+    ProviderAccount,
+    RegionSync,
+    Reservation,
+)
+from rental.providers.base import (
+    CloudInstance,
+    CloudState,
+    Provider,
+    ProviderError,
+    ProviderErrorKind,
+)
 from rental.providers.registry import get_provider
 
 logger = logging.getLogger(__name__)
@@ -39,12 +53,14 @@ class SyncRow:
 
     pk: int
     external_id: str
+    zone: str = ""  # an own server's name (its host)
 
 
 def sync_plan() -> list[tuple[int, str]]:
     """Every (provider account, region) to sync: where a live row is, and every region an
     active account names or offers (an orphan may run there, L4). Accounts without
-    credentials are left out: nothing can be asked."""
+    credentials are left out: nothing can be asked (an ``ssh`` account of own servers
+    has none: its hosts' keys are its credentials)."""
     pairs = set(
         Instance.objects.filter(state__in=Instance.LIVE)
         .order_by()
@@ -55,7 +71,7 @@ def sync_plan() -> list[tuple[int, str]]:
         account.pk: account
         for account in ProviderAccount.objects.filter(
             Q(pk__in={pair[0] for pair in pairs}) | Q(is_active=True)
-        ).exclude(credentials_encrypted="")
+        ).exclude(Q(credentials_encrypted="") & ~Q(driver="ssh"))  # own servers: host keys
     }
     offered = set(
         Offering.objects.filter(account__in=list(accounts)).values_list("account_id", "region")
@@ -122,12 +138,17 @@ def sync_account_region(
         return None
     error, changed = "", 0
     try:
-        account = ProviderAccount.objects.exclude(credentials_encrypted="").get(pk=account_id)
+        account = ProviderAccount.objects.exclude(
+            Q(credentials_encrypted="") & ~Q(driver="ssh")
+        ).get(pk=account_id)
+        live = Instance.objects.filter(
+            state__in=Instance.LIVE, account_id=account_id, region=region
+        )
+        if account.driver == OWN_DRIVER:
+            live = live.exclude(on_silent_hosts(account_id))
         rows = [
-            SyncRow(pk, external_id)
-            for pk, external_id in Instance.objects.filter(
-                state__in=Instance.LIVE, account_id=account_id, region=region
-            ).values_list("pk", "external_id")
+            SyncRow(pk, external_id, zone)
+            for pk, external_id, zone in live.values_list("pk", "external_id", "zone")
         ]
         changed = sync_region(account=account, region=region, rows=rows, now=now)
     except ProviderError as exc:
@@ -235,14 +256,55 @@ def sync_region(
     cloud = provider.describe(region=region, tag_filter=installation_tags())
     changed, missing = apply_sync(rows=rows, cloud=cloud, now=now)
     if missing:
-        confirmed = provider.describe_ids([row.external_id for row in missing], region=region)
-        changed += apply_gone(rows=missing, cloud=confirmed, now=now)
+        asked, confirmed = _describe_missing(provider, account, missing, region=region)
+        changed += apply_gone(rows=asked, cloud=confirmed, now=now)
     orphans.note_cloud_account(account=account, cloud=cloud)
     found = orphans.find_orphans(account=account, region=region, cloud=cloud, now=now)
     orphans.handle_orphans(
         provider=provider, account=account, region=region, orphans=found, cloud=cloud, now=now
     )
     return changed
+
+
+def on_silent_hosts(account_id: int) -> Q:
+    """The instances (of an own-server account) on its servers known not to answer
+    (``OwnHost.unreachable_since`` set): the sync leaves them as they are, since a server
+    that does not answer cannot say an instance is gone (their leases are at risk,
+    ``rental.fleet.own_host_health``). One query."""
+    silent = Q(pk__in=[])
+    for name in OwnHost.objects.filter(
+        account_id=account_id, unreachable_since__isnull=False
+    ).values_list("name", flat=True):
+        silent |= Q(zone=name) | Q(external_id__startswith=f"{name}/")
+    return silent
+
+
+def _describe_missing(
+    provider: Provider, account: ProviderAccount, missing: list[SyncRow], *, region: str
+) -> tuple[list[SyncRow], list[CloudInstance]]:
+    """The describe by id of the rows missing past the grace period: the rows it answered
+    for and what it found. A cloud answers for all of them in one call; own servers are
+    asked one server at a time, and the rows of a server that does not answer (the
+    driver raises ``transient`` rather than call them gone) are left as they are, so one
+    server down never stops the sync of the others."""
+    ids = [row.external_id for row in missing]
+    if account.driver != OWN_DRIVER:
+        return missing, provider.describe_ids(ids, region=region)
+    by_host: dict[str, list[SyncRow]] = {}
+    for row in missing:
+        by_host.setdefault(row.zone, []).append(row)
+    asked: list[SyncRow] = []
+    found: list[CloudInstance] = []
+    for host, rows in sorted(by_host.items()):
+        try:
+            found += provider.describe_ids([row.external_id for row in rows], region=region)
+        except ProviderError as exc:
+            if exc.kind != ProviderErrorKind.TRANSIENT:
+                raise
+            logger.warning("sync of account %s: server %s is not answering", account.pk, host)
+            continue
+        asked += rows
+    return asked, found
 
 
 # What the comparison with a describe answer reads of each row; the whole row (and its

@@ -193,8 +193,12 @@ def quota_change_decided(request: QuotaRequest, *, approved: bool) -> None:
     )
 
 
-def pool_degraded(pool: Pool, *, guaranteed: int) -> None:
-    if pool.capacity < guaranteed:
+def pool_degraded(pool: Pool, *, guaranteed: int, hosts_down: list[str] | None = None) -> None:
+    if hosts_down:
+        body = Phrase(
+            gettext_noop("Own GPU servers not answering: %(hosts)s"), hosts=", ".join(hosts_down)
+        )
+    elif pool.capacity < guaranteed:
         body = Phrase(
             gettext_noop(
                 "Capacity %(c)s is below the %(g)s GPUs guaranteed to projects. "

@@ -2,6 +2,7 @@
 admin sets them, degraded when C falls below Σ G or an admin marks it; and availability
 watches."""
 
+import json
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -18,7 +19,7 @@ from portal.text import plain_text
 from rental import jobs
 from rental.loans import messages
 from rental.loans.standing import lock_pool, pool_use
-from rental.models import AvailabilityWatch, GpuModel, Pool, Quota
+from rental.models import AvailabilityWatch, GpuModel, OwnHost, Pool, ProviderAccount, Quota
 from rental.models.capacity import DEGRADED_REASON_LENGTH
 
 # The most GPUs a pool may be configured with: far beyond any cloud account's quota, and
@@ -36,9 +37,13 @@ SETTINGS = (
     "residual",
     "fair_share",
     "fair_share_half_life_hours",
+    "placement_order",
+    "placement_accounts",
 )
 # The fair share settings (Q5); a page that does not send them leaves them as they are.
 FAIR_SHARE_SETTINGS = ("fair_share", "fair_share_half_life_hours")
+# Where its leases are placed (rental.catalog.placement_rules); likewise kept when left out.
+PLACEMENT_SETTINGS = ("placement_order", "placement_accounts")
 # A fair pool's half-life (Q5): more than 0, at most 9,999.99 hours (about 13 months: four
 # digits, as the API's schema can say it), in hours to the hundredth.
 MAX_HALF_LIFE_HOURS = Decimal("9999.99")
@@ -56,11 +61,13 @@ def guaranteed_total(pool: Pool) -> int:
 
 
 def refresh_state(pool: Pool, *, now: datetime | None = None) -> Pool:
-    """Within the caller's transaction, pool locked: C below Σ G, or an admin's mark, makes
-    the pool ``degraded`` and alerts the admins once; with neither it is ``ok`` again (Q1)."""
+    """Within the caller's transaction, pool locked: C below Σ G, an admin's mark, or an
+    own server of its GPU model not answering makes the pool ``degraded`` and alerts the
+    admins once; with none of them it is ``ok`` again (Q1)."""
     total = guaranteed_total(pool)
     below = pool.capacity < total
-    state = Pool.State.DEGRADED if below or pool.degraded_reason else Pool.State.OK
+    down = own_hosts_down(pool.gpu_model_id)
+    state = Pool.State.DEGRADED if below or pool.degraded_reason or down else Pool.State.OK
     if state != pool.state:
         before = pool.state
         pool.state = state
@@ -68,6 +75,8 @@ def refresh_state(pool: Pool, *, now: datetime | None = None) -> Pool:
         after: dict[str, Any] = {"state": state, "capacity": pool.capacity, "guaranteed": total}
         if pool.degraded_reason:
             after["degraded_reason"] = pool.degraded_reason
+        if down:
+            after["own_hosts_down"] = down
         audit.record(
             actor=None,
             verb="pool.state",
@@ -78,8 +87,15 @@ def refresh_state(pool: Pool, *, now: datetime | None = None) -> Pool:
             after=after,
         )
         if state == Pool.State.DEGRADED:
-            messages.pool_degraded(pool, guaranteed=total)
+            messages.pool_degraded(pool, guaranteed=total, hosts_down=down)
     return pool
+
+
+def own_hosts_down(gpu_model_id: int) -> list[str]:
+    """The active own servers with GPUs of this model that are not answering (past their
+    grace period): each makes the pool degraded until it answers again."""
+    down = OwnHost.objects.filter(is_active=True, state=OwnHost.State.UNREACHABLE)
+    return [host.name for host in down if gpu_model_id in host.gpu_models()]
 
 
 def _require_admin(actor: Any) -> None:
@@ -100,6 +116,8 @@ def check_settings(pool: Pool, *, guaranteed: int, **asked: Any) -> dict[str, An
     unknown = set(asked) - set(SETTINGS)
     if unknown:
         raise ValueError(f"not pool settings: {sorted(unknown)}")
+    if isinstance(pool.placement_accounts, str):  # lock_pool's written-out read: JSON text
+        pool.placement_accounts = json.loads(pool.placement_accounts)
     values = {name: getattr(pool, name) for name in SETTINGS}
     if "capacity" in asked:
         values["capacity"] = whole_number(asked["capacity"], field="capacity", maximum=MAX_GPUS)
@@ -167,7 +185,44 @@ def check_settings(pool: Pool, *, guaranteed: int, **asked: Any) -> dict[str, An
                 field="fair_share_half_life_hours",
             )
         values["fair_share_half_life_hours"] = hours
+    if "placement_order" in asked:
+        order = "" if asked["placement_order"] is None else str(asked["placement_order"])
+        if order not in Pool.PlacementOrder.values:
+            raise InvalidInput(
+                _("Choose one of: %(choices)s.")
+                % {"choices": ", ".join(str(label) for label in Pool.PlacementOrder.labels)},
+                field="placement_order",
+            )
+        values["placement_order"] = order
+    if "placement_accounts" in asked:
+        values["placement_accounts"] = placement_accounts(asked["placement_accounts"])
     return values
+
+
+def placement_accounts(value: Any) -> list[int]:
+    """The provider accounts a pool tries first, as typed (a list, or ids separated by
+    commas), checked: existing accounts, each once. Raises InvalidInput naming the field."""
+    if value is None or value == "":
+        return []
+    items = value if isinstance(value, list) else str(value).strip(" []").split(",")
+    ids: list[int] = []
+    for item in items:
+        text = str(item).strip()
+        if not text.isdigit() or isinstance(item, bool) or len(text) > MAX_DIGITS_TYPED:
+            raise InvalidInput(
+                _("Provider accounts tried first: list account ids, e.g. [3, 1]."),
+                field="placement_accounts",
+            )
+        if int(text) not in ids:
+            ids.append(int(text))
+    known = set(ProviderAccount.objects.filter(pk__in=ids).values_list("pk", flat=True))
+    missing = [str(pk) for pk in ids if pk not in known]
+    if missing:
+        raise InvalidInput(
+            _("No provider account has the id %(ids)s.") % {"ids": ", ".join(missing)},
+            field="placement_accounts",
+        )
+    return ids
 
 
 def yes_or_no(value: Any) -> bool | None:

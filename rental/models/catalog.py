@@ -9,6 +9,7 @@ from django.utils.translation import gettext_lazy as _
 
 from portal import crypto
 from portal.phrases import PhraseField
+from rental.providers.account_options import frozen
 from rental.providers.base import AccountConfig, Credentials
 from rental.providers.registry import DRIVER_CHOICES
 
@@ -71,6 +72,14 @@ class ProviderAccount(models.Model):
     # The cloud account these credentials reach, as the cloud names it (EC2: the owner id
     # of the instances a sync lists); two accounts reaching one are reported to admins.
     cloud_account_id = models.CharField(_("cloud account"), max_length=64, blank=True)
+    # What the driver declares it takes (rental.providers.registry: ``account_options``),
+    # checked by ``clean_account_options`` wherever an admin sets them.
+    options = models.JSONField(
+        _("driver options"),
+        default=dict,
+        blank=True,
+        help_text=_("Settings of this account's driver, as a JSON object; not secrets."),
+    )
 
     class Meta:
         ordering = ["name"]
@@ -112,6 +121,7 @@ class ProviderAccount(models.Model):
             endpoint_url=self.endpoint_url,
             default_region=self.default_region,
             hosts=self._host_configs(),
+            options=frozen(self.options or {}),
         )
 
     def _host_configs(self) -> tuple:

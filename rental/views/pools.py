@@ -22,7 +22,7 @@ from django.views.decorators.http import require_POST
 from portal import access
 from portal.errors import DomainError
 from rental import selectors
-from rental.catalog import offerings
+from rental.catalog import offerings, own_host_reads
 from rental.loans import fair_share, pool_week, pools, queue, waiting
 from rental.models import Offering, Pool
 from rental.models.capacity import DEGRADED_REASON_LENGTH
@@ -128,8 +128,18 @@ def _pool_page(
             timezone.now().astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
         )
         context["unbilled"] = selectors.unbilled_cloud_time(pool.gpu_model_id, since=month)
+    own_offered = None
     if access.is_admin(request.user):
         context |= _admin_forms(pool, overview.guaranteed_total, refused)
+        # The admin's page lists every offering already: hosts are looked up only where
+        # one is an own server's (discovery keeps one per host model), one query less.
+        own_offered = any(
+            row["offering"].account.driver == "ssh" for row in context["offering_rows"]
+        )
+    # The company's own servers with GPUs of this model: each GPU free or leased.
+    context["own_servers"] = own_host_reads.pool_hosts(
+        pool.gpu_model_id, request.user, offered=own_offered
+    )
     return render(request, "rental/capacity/pool.html", context, status=status)
 
 
@@ -259,6 +269,19 @@ def _admin_forms(pool: Pool, guaranteed: int, refused: Refused | None) -> dict[s
                 _typed(pool.fair_share_half_life_hours),
                 step="0.01",
             ),
+            Field(
+                "placement_order",
+                _("Placement order"),
+                _("Where a lease is placed first when several provider accounts sell its GPUs."),
+                pool.placement_order,
+                choices=[(str(v), str(label)) for v, label in Pool.PlacementOrder.choices],
+            ),
+            Field(
+                "placement_accounts",
+                _("Provider accounts tried first"),
+                _("Provider account ids, tried in this order before the others, e.g. [3, 1]."),
+                ", ".join(str(pk) for pk in pool.placement_accounts or ()),
+            ),
         ],
     )
     degraded = fill(
@@ -358,7 +381,8 @@ def pool_settings(request: HttpRequest, pk: int) -> HttpResponse:
                 name: request.POST.get(name, "")
                 for name in pools.SETTINGS
                 # A form drawn before the fair share settings existed leaves them as they are.
-                if name in request.POST or name not in pools.FAIR_SHARE_SETTINGS
+                if name in request.POST
+                or name not in (*pools.FAIR_SHARE_SETTINGS, *pools.PLACEMENT_SETTINGS)
             },
         )
     except DomainError as error:

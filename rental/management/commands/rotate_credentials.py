@@ -1,6 +1,6 @@
 """Re-encrypt every stored secret with the newest encryption key: provider accounts'
-credentials (each an audit event), the identity provider's client secret and the chat
-channels' addresses.
+credentials (each an audit event), the identity provider's client secret, the chat
+channels' addresses and the own GPU servers' private keys.
 
 Rotation: put a new Fernet key first in PORTAL_ENCRYPTION_KEYS (keep the old ones after
 it), restart, run this command, then drop the old keys. The credentials are decrypted in
@@ -18,7 +18,7 @@ from portal import audit, crypto
 from portal.messaging.models import Channel
 from portal.models import AuditEvent
 from portal.sso.models import IdentityProvider
-from rental.models import ProviderAccount
+from rental.models import OwnHost, ProviderAccount
 
 
 class Command(BaseCommand):
@@ -64,6 +64,8 @@ class Command(BaseCommand):
         for model, field, name in (
             (IdentityProvider, "client_secret_encrypted", lambda row: str(row)),
             (Channel, "secrets_encrypted", lambda row: f"{row.project.slug}/{row.name}"),
+            # Own GPU servers' private keys (their hosts are named by site and server).
+            (OwnHost, "private_key_encrypted", lambda row: f"{row.account.name}/{row.name}"),
         ):
             ids = model.objects.exclude(**{field: ""}).order_by("pk").values_list("pk", flat=True)
             for pk in ids:
