@@ -86,6 +86,16 @@ def committed_share(line: Any, context: Context, result: Explanation) -> None:
                 amortized=money_ref(pool, "amortized"),
             )
         )
+    if pool.get("own_hardware") and Decimal(str(pool["own_hardware"])) > 0:
+        result.sentences.append(
+            say(
+                _(
+                    "It includes %(own)s of the own servers' purchase price, written off "
+                    "over their months of amortisation."
+                ),
+                own=money_ref(pool, "own_hardware"),
+            )
+        )
     divisor = sum_g if by_project else k
     result.sentences.append(
         say(

@@ -21,10 +21,12 @@ from django.utils.translation import gettext as _
 from billing import drafts
 from billing.models import Statement
 from billing.money import SECONDS_PER_HOUR, quantize, to_billing_currency
+from billing.own_hardware import OwnedFigures, owned_figures
 from billing.periods import period_start, whole_seconds
 from portal.models import Project
 from rental import billing_reads
-from rental.models import GpuModel, Pool, Quota
+from rental.catalog.placement_rules import OWN_DRIVER
+from rental.models import GpuModel, Offering, Pool, Quota
 from rental.selectors import usage_for_period
 
 ADVICE_DAYS = 90
@@ -329,6 +331,7 @@ class CommitmentAdvice:
     average_gpus: Decimal
     days: int
     as_of: datetime  # the end of the ``days`` it was computed over
+    own: OwnedFigures | None = None  # the pool's own servers' figures, when it has some
 
 
 def commitment_advice(
@@ -352,10 +355,17 @@ def commitment_advice(
             "capacity",
             "committed_gpus",
             "committed_monthly_cost",
+            # Sold from own servers: their figures are read for the rent-or-buy advice.
+            has_own=Exists(
+                Offering.objects.filter(
+                    gpu_model_id=OuterRef("gpu_model_id"), account__driver=OWN_DRIVER
+                )
+            ),
         )
     }
     if not pools:
         return []
+    owned = owned_figures() if any(row["has_own"] for row in pools.values()) else {}
     runs: dict[int, list[tuple]] = defaultdict(list)
     for model_id, *run in billing_reads.pool_usage_intervals(
         gpu_model_ids=list(pools), start=start, end=now
@@ -403,6 +413,7 @@ def commitment_advice(
                 else Decimal(0),
                 days=days,
                 as_of=now,
+                own=owned.get(model_id),
             )
         )
     return advice
@@ -417,7 +428,7 @@ def commitment_advice(
 # or down, a new pool) is computed at the page's moment and kept.
 ADVICE_MAX_AGE = timedelta(hours=2)
 # Part of the key: a deploy that changes what an entry holds starts from empty entries.
-ADVICE_CACHE_VERSION = 1
+ADVICE_CACHE_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -490,6 +501,9 @@ class RentOrBuy:
     lifetime_months: int
     power_per_gpu_month: Decimal
     hosting_per_gpu_month: Decimal
+    # The pool's own servers, when it has some: owning is costed from them (their
+    # amortisation and power), renting from the cheapest cloud offering of the model.
+    own: OwnedFigures | None = None
 
     @property
     def cheaper(self) -> str:
@@ -521,6 +535,37 @@ def rent_or_buy(
         power_per_gpu_month=power_per_gpu_month,
         hosting_per_gpu_month=hosting_per_gpu_month,
     )
+
+
+def rent_or_buy_own(advice: CommitmentAdvice, own: OwnedFigures) -> RentOrBuy:
+    """Rent or buy where the pool has own servers: owning costs their amortisation and
+    power per GPU-month (730 hours of power at their price), renting the cheapest cloud
+    offering's rate (the metered rate when the model has no cloud offering)."""
+    power_month = quantize(own.power_per_gpu_hour * HOURS_PER_MONTH)
+    rate = own.cloud_rate if own.cloud_rate is not None else advice.metered_rate
+    return RentOrBuy(
+        gpus=advice.average_gpus,
+        rent_per_month=quantize(advice.average_gpus * HOURS_PER_MONTH * rate),
+        buy_per_month=quantize(
+            advice.average_gpus
+            * (own.amortisation_per_gpu_month + own.power_per_gpu_hour * HOURS_PER_MONTH)
+        ),
+        card_price=own.amortisation_per_gpu_month,
+        lifetime_months=1,
+        power_per_gpu_month=power_month,
+        hosting_per_gpu_month=Decimal("0.00"),
+        own=own,
+    )
+
+
+def rent_or_buy_all(advice: list[CommitmentAdvice]) -> list[tuple[CommitmentAdvice, RentOrBuy]]:
+    """Each pool's advice with its rent-or-buy: from its own servers where it has some
+    (read with the advice, so kept with it), else from the site's figures for a card
+    (``rent_or_buy_for``). No query."""
+    return [
+        (item, rent_or_buy_own(item, item.own) if item.own else rent_or_buy_for(item))
+        for item in advice
+    ]
 
 
 def rent_or_buy_for(advice: CommitmentAdvice) -> RentOrBuy:

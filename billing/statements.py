@@ -16,7 +16,7 @@ from decimal import Decimal
 from django.db import connection
 from django.utils.translation import gettext as _
 
-from billing import rollups
+from billing import own_hardware, rollups
 from billing.apportion import (
     SHARED_RESIDUAL,
     UNBILLED,
@@ -209,7 +209,11 @@ def compute_period(
     ):
         payments[payment.pool.gpu_model_id].append(payment)
     unbilled = _unbilled_by_model(start=start, covered_end=covered_end)
-    model_ids = sorted(set(usage) | set(windows) | set(terms) | set(unbilled))
+    # Own servers' purchase price, written off month by month, is committed cost too (B4).
+    owned = own_hardware.amortisation_by_model(
+        own_hardware.own_hosts(), start=start, covered_end=covered_end, rates=rates
+    )
+    model_ids = sorted(set(usage) | set(windows) | set(terms) | set(unbilled) | set(owned))
     project_ids = {p for model in usage.values() for p in model} | {
         p for term in terms.values() for p in term.guarantees
     }
@@ -229,6 +233,9 @@ def compute_period(
                 start=start,
                 covered_end=covered_end,
             )
+        if owned.get(model_id):
+            f += owned[model_id]
+            figures = {**figures, "own_hardware": str(owned[model_id])}
         pool = PoolPeriod(
             gpu_model_id=model_id,
             gpu_model_name=names.get(model_id, str(model_id)),

@@ -594,6 +594,6 @@ def reports(request: HttpRequest, slug: str) -> HttpResponse:
             "models": models,
             "idle": billing_reports.idle_waste(project_id=project.pk, now=now, names=names),
             "sample_seconds": billing_reports.sample_seconds(),
-            "advice": [(item, billing_reports.rent_or_buy_for(item)) for item in advice],
+            "advice": billing_reports.rent_or_buy_all(advice),
         },
     )

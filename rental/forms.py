@@ -14,6 +14,8 @@ from portal.models import Project
 from portal.templatetags.portal_tags import rate
 from portal.text import COMMENT_LENGTH, REASON_LENGTH, PlainTextForm
 from rental import request_form, selectors
+from rental.catalog.capabilities import boots_images, can
+from rental.catalog.own_room import in_placement_order
 from rental.catalog.volumes import offerings_near
 from rental.models import (
     DataVolume,
@@ -25,6 +27,7 @@ from rental.models import (
     Quota,
     SshKey,
 )
+from rental.providers.base import Capability
 
 # The most GPUs one request may name (far above any pool; a larger number is a field error).
 MAX_GPUS = 1024
@@ -248,7 +251,16 @@ class LeaseRequestForm(PlainTextForm):
             self.initial["gpu_model"] = self.current_gpu_model
         self.too_large: dict[str, int] = {}
         self.current_gpu_count = self._int("gpu_count", 1)
-        self.current_market = self._choice("market", Market.values, Market.ON_DEMAND)
+        # Spot is offered only for a model some offering's driver has a spot market for
+        # (own GPU servers have none).
+        spot = any(can(offering, Capability.SPOT) for offering in self.on_sale)
+        markets = [
+            (value, label) for value, label in Market.choices if spot or value != Market.SPOT
+        ]
+        self.fields["market"].choices = markets
+        self.current_market = self._choice(
+            "market", [value for value, _label in markets], Market.ON_DEMAND
+        )
         self.current_priority = self._choice("priority", Priority.values, Priority.EXPERIMENT)
         self.fitting: list[Offering] = (
             selectors.fitting(
@@ -279,7 +291,8 @@ class LeaseRequestForm(PlainTextForm):
                 market=self.current_market,
             )
             if self.current_volume and self.current_gpu_model
-            else self.fitting
+            # Without a volume: the pool's placement order (own servers with room first).
+            else in_placement_order(self.fitting, gpu_count=self.current_gpu_count or 1)
         )
         default = near[0] if near else (self.fitting[0] if self.fitting else None)
         cheapest = default.instance_type if default else ""
@@ -297,12 +310,16 @@ class LeaseRequestForm(PlainTextForm):
             else []
         )
         offering = self.current_offering
+        # An own server runs its host's system and takes any image (kept for a failover
+        # to a cloud); a cloud offers the images of its account and region.
         images = [
             image
             for image in self.usable_images
             if offering is not None
-            and image.account_id == offering.account_id
-            and image.region == offering.region
+            and (
+                not boots_images(offering)
+                or (image.account_id, image.region) == (offering.account_id, offering.region)
+            )
         ]
         self.images_by_pk = {str(i.pk): i for i in images}
         self.fields["image"].choices = [

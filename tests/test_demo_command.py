@@ -2,6 +2,7 @@
 terminal's Ctrl-C (SIGINT to the whole foreground process group) stops every process it
 started, quietly: no traceback from Celery beat, one line to say it stopped."""
 
+import json
 import os
 import signal
 import socket
@@ -94,12 +95,32 @@ class Demo:
             self.process.wait()
 
 
+def held_gpus(var_dir: Path, host: str) -> list[list[int]]:
+    """The GPUs each live lease holds on a demo own server, from the host program's state."""
+    state = var_dir / "own-servers" / host / "state" / "allocations.json"
+    try:
+        held = json.loads(state.read_text())
+    except (OSError, ValueError):  # not written yet
+        return []
+    return [a["gpus"] for a in held.values() if a["state"] == "running"]
+
+
+def wait_until(condition, demo: Demo, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"not so in time:\n{demo.output[-3000:]}"
+        time.sleep(0.5)
+
+
 def test_ctrl_c_stops_the_running_demo_and_its_agents_quietly(tmp_path):
     demo = Demo(tmp_path / "var")
     try:
         demo.wait_for("GPU Portal demo:", timeout=240)
         # The leases the demo starts with launch, and their agents report.
         demo.wait_for('"POST /api/v1/agent/heartbeat HTTP/1.1" 200', timeout=120)
+        # The server room's own servers (local processes): amira's lease holds both.
+        for host in ("gpu-box-1", "gpu-box-2"):
+            wait_until(lambda host=host: held_gpus(demo.var_dir, host) == [[0, 1]], demo)
         code = demo.ctrl_c()
     finally:
         demo.kill()

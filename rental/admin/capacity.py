@@ -37,12 +37,16 @@ class PoolAdminForm(NonNegativeNumbersForm):
         super().__init__(*args, **kwargs)
         # Left out of a form, the half-life keeps its value (``pools.configure_pool``).
         self.fields["fair_share_half_life_hours"].required = False
+        # Likewise the placement order (rental.catalog.placement_rules).
+        self.fields["placement_order"].required = False
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         if self.instance.pk is None:
             return cleaned
-        asked = {name: cleaned[name] for name in pools.SETTINGS if cleaned.get(name) is not None}
+        asked = {
+            name: cleaned[name] for name in pools.SETTINGS if cleaned.get(name) not in (None, "")
+        }
         try:
             pools.check_settings(
                 self.instance, guaranteed=pools.guaranteed_total(self.instance), **asked

@@ -82,6 +82,16 @@ class PoolSerializer(serializers.Serializer):
         decimal_places=2,
         help_text="Usage counts half after this many hours (Q5)",
     )
+    placement_order = serializers.ChoiceField(
+        source="pool.placement_order",
+        choices=Pool.PlacementOrder.choices,
+        help_text="Where a lease is placed first when several provider accounts sell its GPUs",
+    )
+    placement_accounts = serializers.ListField(
+        source="pool.placement_accounts",
+        child=serializers.IntegerField(),
+        help_text="Provider account ids tried before the others, in this order",
+    )
 
     @extend_schema_field(serializers.ChoiceField(choices=Pool.State.choices))
     def get_state(self, overview: PoolOverview) -> str:
@@ -145,6 +155,17 @@ class PoolChangeSerializer(serializers.Serializer):
         max_value=pools.MAX_HALF_LIFE_HOURS,
         required=False,
         help_text="More than 0, at most 9,999.99 (about 13 months); 168 is 7 days",
+    )
+    placement_order = serializers.ChoiceField(
+        choices=Pool.PlacementOrder.choices,
+        required=False,
+        help_text="own_first: own servers, then the cheapest cloud; cheapest: by price alone",
+    )
+    placement_accounts = serializers.ListField(
+        child=serializers.IntegerField(min_value=1),
+        required=False,
+        max_length=50,
+        help_text="Provider account ids tried before the others, in this order",
     )
 
 

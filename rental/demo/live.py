@@ -1,12 +1,15 @@
 """What the demo has running when it starts: two leases asked for through the portal's own
 service, and the data volumes of earlier runs put back in the new local cloud.
 
-The local cloud starts empty at every run of ``manage.py demo``; the leases of the last
-run are found gone by the sync and closed. So at every start two engineers ask again:
-chen a training run (its simulated agent reports GPUs that rise and fall) and erik a
-notebook on the JupyterLab image (busy for two minutes, then idle, so the idle warning of
-L6 comes after about five minutes and the reaping after twelve, unless he answers "I'm
-still using it"). They are admitted, launched and billed like any other lease.
+The local cloud and the server room's own servers start empty at every run of
+``manage.py demo``; the leases of the last run are found gone by the sync and closed. So
+at every start three engineers ask again: chen a training run (its simulated agent
+reports GPUs that rise and fall); amira four L4 GPUs, which the L4 pool places on its
+own servers first (two instances of two GPUs, one on each server); then erik a notebook
+on the JupyterLab image, which finds the own servers full and bursts to the demo cloud
+(busy for two minutes, then idle, so the idle warning of L6 comes after about five
+minutes and the reaping after twelve, unless he answers "I'm still using it"). They are
+admitted, launched and billed like any other lease.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ class LiveLease:
     purpose: str
     hours: int = 8
     priority: str = Priority.EXPERIMENT
+    gpus: int = 1
 
 
 DEMO_LIVE_LEASES: tuple[LiveLease, ...] = (
@@ -47,6 +51,14 @@ DEMO_LIVE_LEASES: tuple[LiveLease, ...] = (
         "A10G 24GB",
         "Deep Learning Base",
         "Whisper fine-tune on accented English",
+    ),
+    LiveLease(
+        "amira",
+        "nlp",
+        "L4 24GB",
+        "Deep Learning Base",
+        "Distil the support-ticket classifier on the server room",
+        gpus=4,
     ),
     LiveLease(
         "erik",
@@ -78,7 +90,7 @@ def start_live_leases(stdout: OutputWrapper) -> int:
                 actor=user,
                 project=project,
                 gpu_model=model,
-                gpu_count=1,
+                gpu_count=spec.gpus,
                 duration_hours=spec.hours,
                 priority=spec.priority,
                 market=Market.ON_DEMAND,

@@ -2,8 +2,14 @@
 
 The order of places is fixed when the launch starts: the chosen offering in each of its
 zones, then (if the engineer allows other instance types) the other offerings of the same
-GPU model and GPUs per instance in the same account and region, then the same instance
-type in other enabled regions and accounts, then other types there. Capacity moves to the
+GPU model and GPUs per instance in the pool's placement order (rental.catalog.
+placement_rules: the admin's accounts first, then own servers before clouds; a pool set
+to "cheapest" then goes by price alone), and among equals in the same account and
+region, then the same instance type in other enabled regions and accounts, then other
+types there. An own
+server's zones are its hosts: hosts with the GPUs free come first (the fullest that fits
+first, so larger holes stay whole), and hosts known to be full come after every other
+place, tried last in case the portal's count is behind the hosts. Capacity moves to the
 next place at once; a full round without luck waits a jittered backoff; a quota error
 skips the rest of that account and region; throttling and transient errors retry the
 same place after a backoff; bad requests and bad credentials end the launch at once.
@@ -13,11 +19,13 @@ import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 
+from rental.catalog.placement_rules import CHEAPEST, PlacementOrder
 from rental.fleet.retry import retry_countdown
 from rental.providers.base import ProviderErrorKind
 
 FATAL = frozenset({ProviderErrorKind.AUTH, ProviderErrorKind.INVALID, ProviderErrorKind.NOT_FOUND})
 SAME_PLACE = frozenset({ProviderErrorKind.THROTTLED, ProviderErrorKind.TRANSIENT})
+DEFAULT_ORDER = PlacementOrder()
 
 
 @dataclass(frozen=True)
@@ -30,6 +38,8 @@ class OfferingView:
     instance_type: str
     zones: tuple[str, ...]
     rate: object  # anything ordered (a Decimal rate per GPU-hour)
+    own: bool = False  # the company's own servers (driver ``ssh``): its zones are hosts
+    free: tuple[int, ...] = ()  # own: free GPUs on each zone's host, by the portal's count
 
 
 @dataclass(frozen=True)
@@ -73,14 +83,27 @@ class GiveUp:
 
 
 def places_in_order(
-    *, chosen: OfferingView, others: list[OfferingView], allow_other_types: bool
+    *,
+    chosen: OfferingView,
+    others: list[OfferingView],
+    allow_other_types: bool,
+    order: PlacementOrder = DEFAULT_ORDER,
+    gpus: int = 0,
 ) -> list[Place]:
-    """Every place a launch may try, in the order it tries them."""
+    """Every place a launch may try, in the order it tries them; ``gpus``: the GPUs of
+    the instance (an own server's host has room when that many are free on it)."""
 
     def rank(view: OfferingView) -> tuple:
         elsewhere = (view.account_id, view.region) != (chosen.account_id, chosen.region)
         other_type = view.instance_type != chosen.instance_type
-        return (view.offering_id != chosen.offering_id, elsewhere, other_type, view.rate)
+        nearby = (elsewhere, other_type)
+        # "cheapest": by price alone, whatever the driver; else the nearest first.
+        by_price = (view.rate, *nearby) if order.order == CHEAPEST else (*nearby, view.rate)
+        return (
+            view.offering_id != chosen.offering_id,
+            *order.rank(account_id=view.account_id, own=view.own),
+            *by_price,
+        )
 
     views = [chosen] + [
         view
@@ -88,13 +111,16 @@ def places_in_order(
         if view.offering_id != chosen.offering_id
         and (allow_other_types or view.instance_type == chosen.instance_type)
     ]
-    places: list[Place] = []
-    for view in sorted(views, key=rank):
-        for zone in view.zones or ("",):
-            places.append(
-                Place(view.offering_id, view.account_id, view.region, view.instance_type, zone)
-            )
-    return places
+    ranked: list[tuple[tuple, Place]] = []
+    for view in views:
+        for index, zone in enumerate(view.zones or ("",)):
+            free = view.free[index] if view.own and index < len(view.free) else None
+            full = view.own and (free is None or free < gpus)
+            # Within an own offering, the fullest host that fits goes first.
+            packing = free if view.own and free is not None else 0
+            place = Place(view.offering_id, view.account_id, view.region, view.instance_type, zone)
+            ranked.append(((full, rank(view), packing if not full else 0, index), place))
+    return [place for _key, place in sorted(ranked, key=lambda item: item[0])]
 
 
 def next_try(

@@ -2,18 +2,22 @@
 attempts as rows, aiming an instance row at a place, and the message a person reads
 when it gives up. The decisions themselves are rental.fleet.failover's."""
 
+from collections.abc import Iterable
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
-from django.utils.translation import gettext_noop
+from django.utils.translation import gettext, gettext_noop, ngettext
 
 from portal.phrases import Joined, Phrase, Text, duration, plural_noop
 from rental import selectors
 from rental.catalog import exchange
+from rental.catalog.capabilities import boots_images
 from rental.catalog.images import conflict_message
+from rental.catalog.own_room import OwnRoom, is_own, own_room, pool_order
+from rental.catalog.placement_rules import OWN_DRIVER, PlacementOrder
 from rental.fleet.failover import (
     Attempt,
     GiveUp,
@@ -32,6 +36,7 @@ from rental.models import (
     Pool,
     Reservation,
 )
+from rental.providers.base import ProviderErrorKind
 
 
 def launch_policy() -> Policy:
@@ -43,9 +48,10 @@ def launch_policy() -> Policy:
 
 def image_for(lease: Reservation, offering: Offering) -> Image | None:
     """The lease's image where ``offering`` runs: itself in its own account and region,
-    elsewhere the active image of the same name there."""
+    elsewhere the active image of the same name there; None where the offering's driver
+    boots no images (an own server runs its host's system, whatever the lease's image)."""
     image = lease.image
-    if image is None:
+    if image is None or not boots_images(offering):
         return None
     if (image.account_id, image.region) == (offering.account_id, offering.region):
         return image
@@ -67,14 +73,19 @@ def _driver_runs_image(image: Image | None, offering: Offering) -> bool:
     return not conflict_message(image, offering)
 
 
-def _view(offering: Offering, market: str) -> OfferingView:
+def _view(offering: Offering, market: str, room: OwnRoom) -> OfferingView:
+    own = is_own(offering)
+    zones = tuple(offering.zones or ())
+    hosts = room.hosts(offering.account_id) if own else {}
     return OfferingView(
         offering_id=offering.pk,
         account_id=offering.account_id,
         region=offering.region,
         instance_type=offering.instance_type,
-        zones=tuple(offering.zones or ()),
+        zones=zones,
         rate=offering.rate_per_gpu_hour(market),
+        own=own,
+        free=tuple(hosts.get(zone, 0) for zone in zones) if own else (),
     )
 
 
@@ -89,16 +100,34 @@ def launch_places(instance: Instance) -> list[Place]:
             gpus_per_instance=chosen.gpus_per_instance,
             is_available=True,
             account__is_active=True,
-        ).exclude(pk=chosen.pk)
+        )
+        .exclude(pk=chosen.pk)
+        .select_related("account")
         if offering.price_per_hour(instance.market) is not None
         and exchange.can_price(offering.currency, timezone.now())
-        and (lease.image is None or image_for(lease, offering) is not None)
+        and (
+            lease.image is None
+            or not boots_images(offering)
+            or image_for(lease, offering) is not None
+        )
         and _driver_runs_image(lease.image, offering)
     ]
+    everyone = [chosen, *others]
+    # The pool's order and the own servers' room matter only where there is a choice
+    # between accounts, or own servers: read only then.
+    several = len({offering.account_id for offering in everyone}) > 1
+    order = pool_order(lease.gpu_model_id) if several else PlacementOrder()
+    room = (
+        own_room(lease.gpu_model_id, leaving_out=instance.pk)
+        if any(is_own(offering) for offering in everyone)
+        else OwnRoom()
+    )
     places = places_in_order(
-        chosen=_view(chosen, instance.market),
-        others=[_view(offering, instance.market) for offering in others],
+        chosen=_view(chosen, instance.market, room),
+        others=[_view(offering, instance.market, room) for offering in others],
         allow_other_types=lease.allow_other_instance_types,
+        order=order,
+        gpus=chosen.gpus_per_instance,
     )
     return places_for_volume(lease, places)  # a data volume pins the zone
 
@@ -252,3 +281,31 @@ def suggestion(lease: Reservation) -> Text:
         gettext_noop("try %(choices)s, which have room, or fewer GPUs."),
         choices=Joined(choices[:3], Phrase(gettext_noop(" or "))),
     )
+
+
+def describe_attempts(instances: Iterable[Instance]) -> None:
+    """Give each prefetched launch attempt (its account loaded) ``answer``: how an own
+    server answered, in the reader's words ("own server gpu-box-1: no 2 free GPUs"); an
+    empty one for a cloud's, which the page shows as the cloud said it."""
+    for instance in instances:
+        for attempt in instance.attempts.all():
+            attempt.answer = _own_answer(attempt, gpus=instance.gpu_count)
+
+
+def _own_answer(attempt: LaunchAttempt, *, gpus: int) -> str:
+    if attempt.account.driver != OWN_DRIVER:
+        return ""
+    host = attempt.zone or attempt.account.name
+    if not attempt.kind:
+        return gettext("own server %(host)s: launched") % {"host": host}
+    if attempt.kind == ProviderErrorKind.CAPACITY:
+        return ngettext(
+            "own server %(host)s: no %(n)s free GPU",
+            "own server %(host)s: no %(n)s free GPUs",
+            gpus,
+        ) % {"host": host, "n": gpus}
+    return gettext("own server %(host)s: %(kind)s, %(message)s") % {
+        "host": host,
+        "kind": attempt.kind,
+        "message": attempt.message or "—",
+    }

@@ -13,6 +13,8 @@ from django.utils.translation import gettext as _
 from portal.errors import Conflict, InvalidInput
 from portal.models import Project
 from rental import selectors
+from rental.catalog.capabilities import boots_images
+from rental.catalog.own_room import in_placement_order
 from rental.loans.request_reads import RequestReads, read_for_request
 from rental.models import GpuModel, Image, Market, Offering, Priority, Quota
 
@@ -53,8 +55,10 @@ def cheapest_offering(
     market: str,
     candidates: list[Offering] | None = None,
 ) -> Offering:
-    """The cheapest offering that carries the GPUs, or InvalidInput on the GPU count;
-    ``candidates``: the offerings selling the model, when the caller has read them."""
+    """The first offering that carries the GPUs in the pool's placement order (the
+    cheapest, unless own servers have room or the admin listed accounts first), or
+    InvalidInput on the GPU count; ``candidates``: the offerings selling the model, when
+    the caller has read them."""
     if candidates is None:
         candidates = list(selectors.offerings_of(gpu_model))
     fitting = selectors.fitting(candidates, gpu_count=gpu_count, market=market)
@@ -65,7 +69,8 @@ def cheapest_offering(
             code="no_offering",
             field="gpu_count",
         )
-    return fitting[0]
+    # The pool's placement order (own servers with room first, by default), then price.
+    return in_placement_order(fitting, gpu_count=gpu_count)[0]
 
 
 def choose_offering(
@@ -99,12 +104,21 @@ def choose_offering(
     return offering
 
 
+def image_on(images: list[Image], image: Image | None) -> Image | None:
+    """Of ``images`` (those usable on one offering), ``image`` itself, else the one of its
+    name; with no image asked, the first. None when there is none."""
+    if image is None:
+        return images[0] if images else None
+    same = [usable for usable in images if usable.pk == image.pk]
+    return (same or [usable for usable in images if usable.name == image.name] or [None])[0]
+
+
 @dataclass(frozen=True)
 class Validated:
     """A request that passed R1: what it runs on, for how long, under which quota."""
 
     offering: Offering
-    image: Image
+    image: Image | None  # None: an own server, and no cloud of the pool has an image
     hours: Decimal
     quota: Quota
 
@@ -119,7 +133,7 @@ def validate_request(
     priority: str,
     market: str,
     image: Image | None,
-) -> tuple[Offering, Image, Decimal]:
+) -> tuple[Offering, Image | None, Decimal]:
     """Check a request's fields (R1); returns the offering, image and hours to use."""
     valid = validated(
         project=project,
@@ -180,6 +194,18 @@ def validated(
         offering=offering,
         candidates=reads.offerings,
     )
+    fitting = selectors.fitting(reads.offerings, gpu_count=gpu_count, market=market)
+    if offering is None and not _takes(reads, chosen, image):
+        # The first in the pool's order cannot boot the image: the next that can (an own
+        # server takes any image, a cloud needs the image of the same name there).
+        ordered = in_placement_order(fitting, gpu_count=gpu_count)
+        chosen = next((c for c in ordered if _takes(reads, c, image)), chosen)
+    if not boots_images(chosen):
+        # An own server runs its host's system: the lease keeps the image asked for (or
+        # the default of the first cloud in the pool's order) for a failover to a cloud.
+        if image is None:
+            image = _first_cloud_image(reads, in_placement_order(fitting, gpu_count=gpu_count))
+        return Validated(offering=chosen, image=image, hours=hours, quota=quota)
     images = reads.images_on(chosen)
     if image is None:
         if not images:
@@ -187,8 +213,27 @@ def validated(
                 _("No image is available for %(offering)s.") % {"offering": chosen}, field="image"
             )
         image = images[0]
-    elif image.pk not in {usable.pk for usable in images}:
-        raise Conflict(
-            _("This image cannot be used with %(offering)s.") % {"offering": chosen}, field="image"
-        )
+    else:
+        # Placed by the portal: the image of that name where the lease is placed.
+        found = image_on(images, image) if offering is None else None
+        if found is not None:
+            image = found
+        elif image.pk not in {usable.pk for usable in images}:
+            raise Conflict(
+                _("This image cannot be used with %(offering)s.") % {"offering": chosen},
+                field="image",
+            )
     return Validated(offering=chosen, image=image, hours=hours, quota=quota)
+
+
+def _takes(reads: RequestReads, offering: Offering, image: Image | None) -> bool:
+    """Whether a lease asking for ``image`` may be placed on ``offering``."""
+    return not boots_images(offering) or image_on(reads.images_on(offering), image) is not None
+
+
+def _first_cloud_image(reads: RequestReads, ordered: list[Offering]) -> Image | None:
+    for offering in ordered:
+        images = reads.images_on(offering) if boots_images(offering) else []
+        if images:
+            return images[0]
+    return None

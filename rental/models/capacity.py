@@ -26,6 +26,10 @@ class Pool(models.Model):
         SHARED = "shared", _("Split by burst usage")
         PLATFORM = "platform", _("Platform overhead")
 
+    class PlacementOrder(models.TextChoices):
+        OWN_FIRST = "own_first", _("Own servers first, then the cheapest cloud offering")
+        CHEAPEST = "cheapest", _("Cheapest offering first, whatever the driver")
+
     gpu_model = models.OneToOneField(
         "rental.GpuModel",
         on_delete=models.PROTECT,
@@ -63,6 +67,20 @@ class Pool(models.Model):
         max_digits=8,
         decimal_places=2,
         default=FAIR_SHARE_HALF_LIFE_HOURS,
+    )
+    # Where a lease of this pool is placed (rental.catalog.placement_rules): own servers
+    # first or the cheapest first, after the provider accounts listed here, in this order.
+    placement_order = models.CharField(
+        _("placement order"),
+        max_length=16,
+        choices=PlacementOrder.choices,
+        default=PlacementOrder.OWN_FIRST,
+    )
+    placement_accounts = models.JSONField(
+        _("provider accounts tried first"),
+        default=list,
+        blank=True,
+        help_text=_("Provider account ids, tried in this order before the others, e.g. [3, 1]."),
     )
 
     class Meta:

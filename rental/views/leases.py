@@ -8,7 +8,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Subquery
+from django.db.models import Prefetch, Subquery
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
@@ -20,7 +20,10 @@ from portal.keyset import keyset_page
 from portal.models import Project
 from rental import selectors
 from rental.catalog import images, volumes
+from rental.catalog.capabilities import lease_can, runs_own_system
 from rental.catalog.images import check_image_fits
+from rental.catalog.own_host_reads import mark_silent_servers
+from rental.fleet import launching
 from rental.forms import (
     DecisionForm,
     ExtendForm,
@@ -40,7 +43,8 @@ from rental.loans.request_reads import RequestReads
 from rental.loans.reservations import preview_booking
 from rental.loans.validation import parse_hours, validated
 from rental.loans.waiting import lease_wait
-from rental.models import DataVolume, Offering, Reservation, Tier
+from rental.models import DataVolume, LaunchAttempt, Offering, Reservation, Tier
+from rental.providers.base import Capability
 from rental.selectors import QuotaStatus
 from rental.views import agent as agent_views
 
@@ -439,10 +443,18 @@ SIDE_ACTIONS = (
 
 
 def _lease_context(request: HttpRequest, pk: int) -> dict[str, Any]:
-    lease = access.get_visible_or_404(selectors.leases(), request.user, pk=pk)
+    # The accounts come with the rows: their drivers say what the lease can do.
+    leases = selectors.leases().select_related("offering__account")
+    lease = access.get_visible_or_404(leases, request.user, pk=pk)
     wait = lease_wait(lease)
     expected = expected_text(ExpectedStarts().of(lease))
-    instances = list(lease.instances.prefetch_related("attempts"))
+    instances = list(
+        lease.instances.select_related("account", "offering").prefetch_related(
+            Prefetch("attempts", queryset=LaunchAttempt.objects.select_related("account"))
+        )
+    )
+    launching.describe_attempts(instances)  # own servers' answers in words
+    mark_silent_servers(instances)  # at risk: an own server that does not answer
     may_connect = access.can_see_connection(request.user, lease)
     agent_views.instance_views(lease, instances, connection=may_connect)
     context = {
@@ -453,8 +465,11 @@ def _lease_context(request: HttpRequest, pk: int) -> dict[str, Any]:
         "volume_attached": lease.data_volume is not None
         and lease.data_volume.attached_instance_id in {i.pk for i in instances},
         "may_end": lease.can_end and may_end_lease(request.user, lease),
-        "may_stop": agent_views.may_stop(request.user, lease),
-        "may_save_image": may_save_image(request.user, lease),
+        "may_stop": agent_views.may_stop(request.user, lease)
+        and lease_can(lease, Capability.STOP_START, instances),
+        "own_system": runs_own_system(lease, instances),
+        "may_save_image": may_save_image(request.user, lease)
+        and lease_can(lease, Capability.IMAGES, instances),
         "polling": lease.status in POLL_WHILE,
         "wait": wait,
         "wait_hint": wait.hint,

@@ -42,6 +42,8 @@ def test_an_admin_patches_the_pool_settings(f0):
         ({"committed_monthly_cost": "1e26"}, "committed_monthly_cost"),
         ({"committed_monthly_cost": "-5"}, "committed_monthly_cost"),
         ({"apportionment": "fair"}, "apportionment"),
+        ({"placement_order": "random"}, "placement_order"),
+        ({"placement_accounts": ["first"]}, "placement_accounts"),
     ],
 )
 def test_a_bad_pool_setting_is_a_400_naming_its_field(f0, body, field):
@@ -51,6 +53,27 @@ def test_a_bad_pool_setting_is_a_400_naming_its_field(f0, body, field):
     assert answer.status_code == 400
     assert field in answer.json()["errors"]
     assert counts() == before
+
+
+def test_an_admin_sets_where_the_pool_places_its_leases(f0):
+    url = reverse("api:pool-detail", args=[f0.pool.pk])
+    account = f0.offering.account_id
+    body = {"placement_order": "cheapest", "placement_accounts": [account]}
+    answer = client_for(f0.admin).patch(url, body, format="json")
+    assert answer.status_code == 200, answer.content
+    assert (answer.json()["placement_order"], answer.json()["placement_accounts"]) == (
+        "cheapest",
+        [account],
+    )
+    f0.pool.refresh_from_db()
+    assert (f0.pool.placement_order, f0.pool.placement_accounts) == ("cheapest", [account])
+    # An account that does not exist: refused naming the field, nothing written.
+    before = counts()
+    answer = client_for(f0.admin).patch(url, {"placement_accounts": [99999]}, format="json")
+    assert answer.status_code in (400, 409) and answer.json()["field"] == "placement_accounts"
+    assert counts() == before
+    f0.pool.refresh_from_db()
+    assert f0.pool.placement_accounts == [account]
 
 
 @pytest.mark.parametrize(

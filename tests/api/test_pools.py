@@ -67,6 +67,8 @@ def test_it_shows_a_pool_as_its_page_does(busy):
         "degraded_reason": "",
         "fair_share": False,
         "fair_share_half_life_hours": "168.00",
+        "placement_order": "own_first",
+        "placement_accounts": [],
     }
     listed = client_for(finance()).get(reverse("api:pool-list")).json()
     assert listed["count"] == 1 and listed["results"][0] == answer.json()

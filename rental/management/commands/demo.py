@@ -32,12 +32,14 @@ from django.db import connections
 
 from rental.catalog import accounts
 from rental.demo import DEMO_ACCOUNT, DEMO_USERS, restore_volumes, start_live_leases
+from rental.demo.own_servers import server_gpus
 from rental.models import ProviderAccount
 
 # The local cloud accepts any key; these only exercise the encrypted-credentials path.
 DEMO_ACCESS_KEY_ID = "AKIADEMOLOCALCLOUD01"
 DEMO_SECRET_ACCESS_KEY = "demo-only-secret-for-the-local-cloud"
 DEMO_REGION = "us-east-1"
+DEMO_SSH_TRANSPORT = "devcloud.own_servers.run"
 STOP_TIMEOUT_S = 15
 DEMO_HEARTBEAT_SECONDS = 10
 ANSWER_TIMEOUT_S = 90
@@ -97,8 +99,16 @@ class Command(BaseCommand):
         self.step(f"Starting the local cloud on 127.0.0.1:{cloud_port}")
         # Late: the local cloud (moto) is a demo extra, absent from a production install,
         # where this command refuses to run above.
+        from devcloud import own_servers
         from devcloud import server as localcloud
         from devcloud.machines import Machines
+
+        # The server room's own servers: local processes (devcloud.own_servers), empty at
+        # every run like the local cloud, for this process and the children alike.
+        os.environ[own_servers.ROOT_VARIABLE] = str(settings.VAR_DIR / "own-servers")
+        os.environ["PORTAL_SSH_TRANSPORT"] = DEMO_SSH_TRANSPORT
+        settings.PORTAL_SSH_TRANSPORT = DEMO_SSH_TRANSPORT
+        own_servers.prepare(server_gpus())
 
         # Every instance the local cloud launches runs its agent here (devcloud.machines).
         machines = Machines(settings.VAR_DIR / "machines")
@@ -152,7 +162,12 @@ class Command(BaseCommand):
         call_command("load_catalog", "--account", account.name)
         self.step("Loading demo users, projects, quotas and history")
         call_command(
-            "seed_demo", "--account", account.name, "--sample-seconds", self.heartbeat_seconds()
+            "seed_demo",
+            "--account",
+            account.name,
+            "--sample-seconds",
+            self.heartbeat_seconds(),
+            "--own-servers",
         )
         call_command("seed_demo_billing")
         restored = restore_volumes(account)
@@ -201,6 +216,8 @@ class Command(BaseCommand):
     def start_children(self, port: int) -> list[Child]:
         env = os.environ.copy()
         env.setdefault("PORTAL_SYNC_INTERVAL", "10")
+        # The server room's GPUs as leased show on the pool page within seconds.
+        env.setdefault("PORTAL_OWN_HOST_CHECK_INTERVAL", "10")
         # The agents of the demo's instances report to this web server, every 10 s rather
         # than every minute so that charts fill and idle warnings come while one watches.
         env["PORTAL_AGENT_URL"] = f"http://127.0.0.1:{port}"
@@ -298,6 +315,8 @@ class Command(BaseCommand):
             f"  Demo cloud (local EC2 endpoint): {cloud_url}; each of its instances",
             "  runs the real agent on simulated GPUs. chen's training run is busy; erik's",
             "  notebook goes idle after 2 minutes and is warned about 3 minutes later.",
+            "  Server room: two own L4 servers (local processes, no SSH). amira's lease",
+            "  fills them; erik's, asked next, bursts to the demo cloud (Pools → L4).",
             "  Ctrl-C stops the web server, the worker, beat, the agents and the cloud.",
             "=" * 72,
             "",

@@ -15,6 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
+from django.utils import timezone
 
 from rental.demo import (
     DEMO_ACCOUNT,
@@ -27,6 +28,7 @@ from rental.demo import (
     seed_ssh_keys,
     seed_utilization,
 )
+from rental.demo.own_servers import seed_server_room
 from rental.models import ProviderAccount
 
 __all__ = ["DEMO_ACCOUNT", "Command"]
@@ -43,6 +45,11 @@ class Command(BaseCommand):
             default=settings.PORTAL_AGENT_HEARTBEAT_SECONDS,
             help="the agents' interval the history's utilization is counted in",
         )
+        parser.add_argument(
+            "--own-servers",
+            action="store_true",
+            help="also two own GPU servers (manage.py demo runs them as local processes)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         account = ProviderAccount.objects.filter(name=options["account"]).first()
@@ -58,6 +65,8 @@ class Command(BaseCommand):
             seed_offering_zones(account)
             images = seed_images(account)
             seed_ssh_keys(users)
+            if options.get("own_servers"):
+                seed_server_room(users["admin"], now=timezone.now(), stdout=self.stdout)
         for project in projects.values():
             with transaction.atomic():
                 count = seed_history(project, account=account, images=images)
