@@ -51,6 +51,18 @@ class EndpointUrlField(serializers.RegexField):
         )
 
 
+OPTIONS_HELP = (
+    "The driver's options, a JSON object; not secrets. alibaba: security_group_id "
+    '(required, "sg-…") and vswitch_ids (zone → "vsw-…"); other drivers take none. '
+    "A bad option is refused with its path as the field, e.g. options.security_group_id."
+)
+
+
+@extend_schema_field({"type": "object", "additionalProperties": True})
+class OptionsField(serializers.JSONField):
+    """A driver's options; checked against the driver's declaration by the service."""
+
+
 class ProviderAccountSerializer(serializers.ModelSerializer):
     # Plain text in answers: an admin's form may have stored any address Django takes.
     endpoint_url = serializers.CharField(
@@ -59,6 +71,7 @@ class ProviderAccountSerializer(serializers.ModelSerializer):
     credentials_set = serializers.BooleanField(
         source="has_credentials", read_only=True, help_text="Credentials are write-only"
     )
+    options = OptionsField(read_only=True, help_text=OPTIONS_HELP)
 
     class Meta:
         model = ProviderAccount
@@ -69,6 +82,7 @@ class ProviderAccountSerializer(serializers.ModelSerializer):
             "regions",
             "endpoint_url",
             "is_active",
+            "options",
             "credentials_set",
             "status",
             "status_message",
@@ -117,6 +131,7 @@ class ProviderAccountWriteSerializer(serializers.Serializer):
     regions = _regions(required=False)
     endpoint_url = EndpointUrlField(max_length=200, allow_blank=True, required=False)
     is_active = serializers.BooleanField(required=False)
+    options = OptionsField(required=False, help_text=OPTIONS_HELP)
     access_key_id = _write_only(128, "Write-only.")
     secret_access_key = _write_only(256, "Write-only. Required with a new access key ID.")
     session_token = _write_only(4096, "Optional, for temporary credentials. Write-only.")

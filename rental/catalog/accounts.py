@@ -11,8 +11,9 @@ from portal import access, audit
 from portal.errors import Conflict, InvalidInput, InvalidTransition, NotPermitted
 from portal.text import plain_text, text_problem
 from rental.models import ProviderAccount
+from rental.providers.account_options import OptionProblem
 from rental.providers.base import ProviderError
-from rental.providers.registry import get_provider
+from rental.providers.registry import DRIVERS, clean_account_options, get_provider
 
 
 @transaction.atomic
@@ -89,7 +90,7 @@ def validate_account(*, actor, account: ProviderAccount, source: str = "admin") 
 
 # What a change must touch for the stored validation result to be stale.
 CONNECTION_FIELDS = ("driver", "regions", "endpoint_url")
-ACCOUNT_FIELDS = ("name", *CONNECTION_FIELDS, "is_active")
+ACCOUNT_FIELDS = ("name", *CONNECTION_FIELDS, "is_active", "options")
 
 
 def save_account(
@@ -116,6 +117,13 @@ def save_account(
             **changes,
             "name": plain_text(changes["name"], field="name", max_length=80, label=_("Name")),
         }
+    entry = DRIVERS.get(changes.get("driver", ""))
+    if entry is not None and (account is None or account.driver != entry.name):
+        missing = entry.missing()  # an SDK or program this installation lacks
+        if missing:
+            raise Conflict(missing, code="driver_not_installed", field="driver")
+    if "options" in changes or "driver" in changes:
+        changes = {**changes, "options": _checked_options(account, changes)}
     given = credentials or {}
     for field in ("access_key_id", "secret_access_key", "session_token"):
         # Never shown, but an invisible character in a key is a key that cannot work.
@@ -131,6 +139,16 @@ def save_account(
     if (reconnect or credentials is not None) and account.has_credentials:
         account = validate_account(actor=actor, account=account, source=source)
     return account
+
+
+def _checked_options(account: ProviderAccount | None, changes: dict[str, Any]) -> dict:
+    """The options the account will have, checked against the driver it will have."""
+    driver = changes.get("driver", account.driver if account else "")
+    options = changes.get("options", account.options if account else {})
+    try:
+        return clean_account_options(driver, options)
+    except OptionProblem as problem:
+        raise InvalidInput(str(problem), code="invalid_option", field=problem.path) from None
 
 
 def _save_fields(

@@ -46,6 +46,7 @@ def test_it_creates_an_account_stores_its_credentials_encrypted_and_validates_it
         "regions": ["us-east-1", "us-west-2"],
         "endpoint_url": cloud.url,
         "is_active": True,
+        "options": {},
         "credentials_set": True,
         "status": "ok",
         "status_message": "",
@@ -185,6 +186,82 @@ def test_it_answers_409_to_a_body_a_rule_refuses_and_writes_nothing(f0, cloud, c
     assert "errors" not in answer.json()
     assert counts() == before
     assert cloud.count("DescribeRegions") == 0
+
+
+ALIBABA_OPTIONS = {
+    "security_group_id": "sg-bp1portal01",
+    "vswitch_ids": {"cn-hangzhou-h": "vsw-bp1hzh", "cn-hangzhou-i": "vsw-bp1hzi"},
+}
+
+
+def alibaba_body(**overrides):
+    """An Alibaba Cloud account without credentials: nothing is called to validate it."""
+    return {"name": "Ali", "driver": "alibaba", "regions": ["cn-hangzhou"], **overrides}
+
+
+def test_it_takes_and_answers_the_drivers_options(f0):
+    made = client_for(f0.admin).post(LIST, alibaba_body(options=ALIBABA_OPTIONS), format="json")
+    assert made.status_code == 201, made.content
+    assert made.json()["options"] == ALIBABA_OPTIONS
+    account = ProviderAccount.objects.get(name="Ali")
+    assert account.options == ALIBABA_OPTIONS
+    assert dict(account.config().option("vswitch_ids")) == ALIBABA_OPTIONS["vswitch_ids"]
+
+    changed = client_for(f0.admin).patch(
+        f"{LIST}/{account.pk}",
+        {"options": {**ALIBABA_OPTIONS, "security_group_id": " sg-bp1other02 "}},
+        format="json",
+    )
+
+    assert changed.status_code == 200, changed.content
+    assert changed.json()["options"]["security_group_id"] == "sg-bp1other02"
+    event = AuditEvent.objects.filter(verb="provider_account.changed").get()
+    assert event.after["options"]["security_group_id"] == "sg-bp1other02"
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({}, "options.security_group_id"),
+        ({**ALIBABA_OPTIONS, "security_group_id": "vsw-notagroup"}, "options.security_group_id"),
+        ({**ALIBABA_OPTIONS, "security_group_id": 7}, "options.security_group_id"),
+        (
+            {**ALIBABA_OPTIONS, "vswitch_ids": {"cn-hangzhou-h": "sg-notaswitch"}},
+            "options.vswitch_ids.cn-hangzhou-h",
+        ),
+        ({**ALIBABA_OPTIONS, "vswitch_ids": ["vsw-bp1hzh"]}, "options.vswitch_ids"),
+        ({**ALIBABA_OPTIONS, "vswitch_ids": {"Hang Zhou": "vsw-bp1"}}, "options.vswitch_ids"),
+        ({**ALIBABA_OPTIONS, "subnet": "x"}, "options.subnet"),
+        (["sg-bp1portal01"], "options"),
+    ],
+)
+def test_it_refuses_bad_options_naming_the_option_and_writes_nothing(f0, options, field):
+    before = counts()
+    answer = client_for(f0.admin).post(LIST, alibaba_body(options=options), format="json")
+    assert answer.status_code == 400, answer.content
+    assert (answer.json()["code"], answer.json()["field"]) == ("invalid_option", field)
+    assert field in answer.json()["detail"]
+    assert counts() == before
+
+
+def test_a_driver_without_options_refuses_any_and_a_change_of_driver_rechecks(f0, cloud):
+    before = counts()
+    refused = client_for(f0.admin).post(
+        LIST, body(cloud, options={"security_group_id": "sg-1"}), format="json"
+    )
+    assert (refused.status_code, refused.json()["field"]) == (
+        400,
+        "options.security_group_id",
+    )
+    assert counts() == before
+    account = ProviderAccount.objects.create(
+        name="Ali", driver="alibaba", regions=["cn-hangzhou"], options=ALIBABA_OPTIONS
+    )
+
+    to_aws = client_for(f0.admin).patch(f"{LIST}/{account.pk}", {"driver": "aws"}, format="json")
+
+    assert (to_aws.status_code, to_aws.json()["field"]) == (400, "options.security_group_id")
+    assert ProviderAccount.objects.get(pk=account.pk).driver == "alibaba"
 
 
 def test_it_answers_400_to_a_body_that_is_not_json(f0):
