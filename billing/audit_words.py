@@ -16,6 +16,7 @@ from billing.models import (
     Statement,
     StatementLine,
 )
+from billing.reconcile_models import CostImport
 from portal.audit_log import (
     Kind,
     Named,
@@ -121,6 +122,18 @@ def _hour_alerts(ids: list[str]) -> Mapping[str, Named]:
     return {str(alert.pk): _allocation_name(alert.allocation) for alert in found}
 
 
+def _bills(ids: list[str]) -> Mapping[str, Named]:
+    found = CostImport.objects.filter(pk__in=numeric_ids(ids))
+    return {
+        str(bill.pk): Named(
+            _("the provider bill %(file)s of %(period)s")
+            % {"file": bill.file_name, "period": f"{bill.period:%Y-%m}"},
+            reverse("billing:reconcile_import", args=[bill.pk]),
+        )
+        for bill in found
+    }
+
+
 def _percent(value: Any) -> str:
     return "—" if value in (None, "") else f"{value} %"
 
@@ -177,6 +190,17 @@ VERBS = {
         _("%(actor)s added a credit of %(amount)s to %(object)s: %(description)s"),
         _("Credit added"),
     ),
+    "bill.import": Verb(
+        _(
+            "%(actor)s imported %(object)s: the provider charged %(provider)s, the portal's "
+            "cost is %(portal)s, %(flagged)s flagged"
+        ),
+        _("Provider bill imported"),
+    ),
+    "bill.acknowledge": Verb(
+        _("%(actor)s acknowledged the differences of %(object)s: %(note)s"),
+        _("Bill differences acknowledged"),
+    ),
 }
 
 KINDS = {
@@ -187,6 +211,7 @@ KINDS = {
     "billing.budgetalert": Kind(_("budget alert"), _alerts),
     "billing.gpuhourallocation": Kind(_("GPU-hour allocation"), _allocations),
     "billing.gpuhouralert": Kind(_("GPU-hour alert"), _hour_alerts),
+    "billing.costimport": Kind(_("provider bill"), _bills),
 }
 
 VALUES = {
@@ -209,4 +234,9 @@ VALUES = {
     "answer": Value(_("Answer")),
     "correction": Value(_("Correction"), money),
     "description": Value(_("Description")),
+    "file": Value(_("File")),
+    "provider": Value(_("Provider's cost"), money),
+    "portal": Value(_("Portal's cost"), money),
+    "flagged": Value(_("Flagged")),
+    "note": Value(_("Note")),
 }

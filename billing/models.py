@@ -7,6 +7,9 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+# The provider bill imports live beside the statements; importing them registers them.
+from billing import reconcile_models  # noqa: F401
+
 
 class Statement(models.Model):
     class Status(models.TextChoices):

@@ -19,6 +19,7 @@ from billing.apportion import Line
 from billing.models import LineDispute, Statement, StatementLine
 from billing.money import AMOUNT_LIMIT, CENT, RATE_PLACES
 from billing.periods import period_end, period_start
+from billing.reconcile_gate import hold_reason
 from billing.selectors import manual_lines
 from billing.statements import PeriodLines, compute_period
 from portal import access, audit, notifications
@@ -83,6 +84,9 @@ def close_period(*, period: date | datetime, actor: Any = None, now: datetime | 
             % {"period": _period_label(start)},
             code="period_open",
         )
+    held = hold_reason(start)
+    if held:
+        raise InvalidTransition(held, code="bill_not_looked_at")
     computed = compute_period(period=start, now=now, from_usage=True)
     _check_rollups(computed, now=now)
     project_ids = set(Project.objects.filter(is_active=True).values_list("pk", flat=True))
@@ -257,6 +261,10 @@ def close_due_periods(*, now: datetime | None = None) -> int:
     already_closed = statements.exclude(status=Statement.Status.DRAFT).exists()
     if already_closed and not statements.filter(status=Statement.Status.DRAFT).exists():
         return 0  # closed on an earlier run; closing is idempotent but not free
+    held = hold_reason(previous)
+    if held:
+        log.warning("the month's close waits: %s", held)
+        return 0
     return close_period(period=previous, now=now)
 
 

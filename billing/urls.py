@@ -1,6 +1,6 @@
 from django.urls import path
 
-from billing import allocation_views, spend_views, views
+from billing import allocation_views, reconcile_views, spend_views, views
 
 app_name = "billing"
 urlpatterns = [
@@ -31,6 +31,18 @@ urlpatterns = [
     path("lines/<int:pk>/dispute/", views.line_dispute, name="line_dispute"),
     path("disputes/<int:pk>/answer/", views.dispute_answer, name="dispute_answer"),
     path("finance/", views.finance, name="finance"),
+    path("finance/reconcile/", reconcile_views.reconcile_page, name="reconcile"),
+    path("finance/reconcile/<int:pk>/", reconcile_views.import_page, name="reconcile_import"),
+    path(
+        "finance/reconcile/<int:pk>/acknowledge/",
+        reconcile_views.acknowledge,
+        name="reconcile_acknowledge",
+    ),
+    path(
+        "finance/reconcile/items/<int:pk>/correct/",
+        reconcile_views.correct,
+        name="reconcile_correct",
+    ),
     path("leases/<int:pk>/_cost/", spend_views.lease_cost_partial, name="lease_cost"),
     path("panels/spend/", spend_views.panel_spend, name="panel_spend"),
 ]

@@ -9,6 +9,7 @@ rule (the page again with the refusal inside its form: 400, or 409 for a rule), 
 the one thing the action means (302 back to the page).
 """
 
+from billing.reconcile_models import CostImport, CostImportItem
 from tests.access import world as w
 from tests.access.spec import Expect
 
@@ -84,6 +85,26 @@ def other_statement(world):
 def line_of(world, which) -> dict:
     made = which(world)[0]
     return {"slug": made.project.slug, "period": f"{made.period:%Y-%m}", "index": 0}
+
+
+def bill_item(world):
+    """A provider bill import with one flagged item (billing.reconcile)."""
+
+    def make():
+        made = CostImport.objects.create(
+            period="2026-03-01",
+            file_name="cur.csv",
+            format="cur_csv",
+            currency="USD",
+            threshold_percent="0.5",
+            status="review",
+            flagged_count=1,
+        )
+        return CostImportItem.objects.create(
+            cost_import=made, resource_id="i-0access", finding="unknown", flagged=True
+        )
+
+    return world.once("bill_item", make)
 
 
 RULES: dict[str, Expect] = {
@@ -326,5 +347,23 @@ RULES: dict[str, Expect] = {
         kwargs=lambda world: {"pk": statement(world)[2].pk},
     ),
     "billing:finance": Expect(get=(404, 404, 404, 200, 200, 302)),
+    # Reconciliation with the provider's bill: finance and admins; an empty form is refused.
+    "billing:reconcile": Expect(
+        get=(404, 404, 404, 200, 200, 302), post=(404, 404, 404, 400, 400, 302)
+    ),
+    "billing:reconcile_import": Expect(
+        get=(404, 404, 404, 200, 200, 302),
+        kwargs=lambda world: {"pk": bill_item(world).cost_import_id},
+    ),
+    "billing:reconcile_acknowledge": Expect(
+        get=POST_ONLY,
+        post=(404, 404, 404, 400, 400, 302),  # the import page again: the note's error
+        kwargs=lambda world: {"pk": bill_item(world).cost_import_id},
+    ),
+    "billing:reconcile_correct": Expect(
+        get=POST_ONLY,
+        post=(404, 404, 404, 400, 400, 302),  # the import page again: the amount's error
+        kwargs=lambda world: {"pk": bill_item(world).pk},
+    ),
     "billing:lease_cost": Expect(get=MEMBERS_AND_SITE, kwargs=lease, outsider_kwargs=other_lease),
 }
