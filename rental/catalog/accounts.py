@@ -148,7 +148,7 @@ def _checked_options(account: ProviderAccount | None, changes: dict[str, Any]) -
     try:
         return clean_account_options(driver, options)
     except OptionProblem as problem:
-        raise InvalidInput(str(problem), code="invalid_option", field=problem.path) from None
+        raise Conflict(str(problem), code="invalid_option", field=problem.path) from None
 
 
 def _save_fields(

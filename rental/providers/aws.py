@@ -536,15 +536,7 @@ class AwsProvider(AwsVolumes):
         )
 
     def _scrub(self, message: str) -> str:
-        credentials = self._config.credentials
-        for secret in (
-            credentials.secret_access_key,
-            credentials.session_token,
-            credentials.access_key_id,
-        ):
-            if len(secret) >= 6:
-                message = message.replace(secret, "***")
-        return message
+        return self._config.credentials.scrub(message)
 
     @contextmanager
     def _errors(self) -> Iterator[None]:

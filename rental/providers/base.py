@@ -91,6 +91,15 @@ class Credentials:
     secret_access_key: str = field(repr=False)
     session_token: str = field(default="", repr=False)
 
+    def scrub(self, message: str) -> str:
+        """``message`` (an SDK's error text) with every part of these credentials that an
+        SDK might echo replaced by ``***``; parts shorter than 6 characters are left, since
+        they would blank ordinary words."""
+        for secret in (self.secret_access_key, self.session_token, self.access_key_id):
+            if len(secret) >= 6:
+                message = message.replace(secret, "***")
+        return message
+
 
 @dataclass(frozen=True)
 class HostConfig:

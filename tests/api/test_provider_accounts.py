@@ -238,7 +238,7 @@ def test_it_takes_and_answers_the_drivers_options(f0):
 def test_it_refuses_bad_options_naming_the_option_and_writes_nothing(f0, options, field):
     before = counts()
     answer = client_for(f0.admin).post(LIST, alibaba_body(options=options), format="json")
-    assert answer.status_code == 400, answer.content
+    assert answer.status_code == 409, answer.content  # the right shape, refused by a rule
     assert (answer.json()["code"], answer.json()["field"]) == ("invalid_option", field)
     assert field in answer.json()["detail"]
     assert counts() == before
@@ -250,7 +250,7 @@ def test_a_driver_without_options_refuses_any_and_a_change_of_driver_rechecks(f0
         LIST, body(cloud, options={"security_group_id": "sg-1"}), format="json"
     )
     assert (refused.status_code, refused.json()["field"]) == (
-        400,
+        409,
         "options.security_group_id",
     )
     assert counts() == before
@@ -260,7 +260,7 @@ def test_a_driver_without_options_refuses_any_and_a_change_of_driver_rechecks(f0
 
     to_aws = client_for(f0.admin).patch(f"{LIST}/{account.pk}", {"driver": "aws"}, format="json")
 
-    assert (to_aws.status_code, to_aws.json()["field"]) == (400, "options.security_group_id")
+    assert (to_aws.status_code, to_aws.json()["field"]) == (409, "options.security_group_id")
     assert ProviderAccount.objects.get(pk=account.pk).driver == "alibaba"
 
 
