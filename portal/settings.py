@@ -420,11 +420,6 @@ PORTAL_MAX_LEASE_HOURS = env_int("PORTAL_MAX_LEASE_HOURS", 168)
 # How many requests one person may have waiting (pending approval or queued) at once.
 PORTAL_MAX_PENDING_PER_USER = env_int("PORTAL_MAX_PENDING_PER_USER", 10)
 PORTAL_PREEMPTION_NOTICE_SECONDS = env_int("PORTAL_PREEMPTION_NOTICE_SECONDS", 120)
-# Expected start (rental.loans.expected_start): a pool is played forward only when it has
-# at most this many live leases, and a request's plays stop after this many milliseconds;
-# past either a waiting lease shows no estimate rather than a slow page.
-PORTAL_EXPECTED_START_MAX_LEASES = env_int("PORTAL_EXPECTED_START_MAX_LEASES", 2000)
-PORTAL_EXPECTED_START_SECONDS = env_int("PORTAL_EXPECTED_START_MILLISECONDS", 60) / 1000
 PORTAL_MINIMUM_BILLED_SECONDS = env_int("PORTAL_MINIMUM_BILLED_SECONDS", 60)
 # Sent outbox rows are kept this long (to see what was sent when), then deleted.
 PORTAL_OUTBOX_RETENTION_HOURS = env_int("PORTAL_OUTBOX_RETENTION_HOURS", 24)
@@ -434,6 +429,14 @@ if PORTAL_OUTBOX_RETENTION_HOURS < 1 or CELERY_BEAT_SCHEDULE["send-outbox"]["sch
     )
 from portal.settings_policy import *  # noqa: E402, F403
 from portal.settings_sso import *  # noqa: E402, F403
+
+# The expected starts' forecast (settings_policy's interval): a late one is dropped.
+_forecast = float(PORTAL_EXPECTED_START_FORECAST_SECONDS)  # noqa: F405
+CELERY_BEAT_SCHEDULE["forecast-expected-starts"] = {
+    "task": "rental.tasks.forecast_expected_starts_task",
+    "schedule": _forecast,
+    "options": {"expires": _forecast},
+}
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

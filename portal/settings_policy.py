@@ -140,3 +140,15 @@ except InvalidOperation:
     raise ImproperlyConfigured(
         "PORTAL_RECONCILE_THRESHOLD_PERCENT must be a percent from 0 to 100, such as 0.5."
     ) from None
+# Expected start (rental.loans.expected_start): the beat plays every pool with waiting
+# leases every PORTAL_EXPECTED_START_FORECAST_SECONDS, whatever its size (the bench's pool
+# of 9,870 live leases: read about 150 ms, played about 65 ms), and pages read that. A page
+# plays a pool itself only for what the beat has not played yet (a lease queued since, an
+# approval's "if approved", the request form), and only a pool of at most this many live
+# leases, stopping after this many milliseconds; past either it shows no estimate rather
+# than a slow page.
+PORTAL_EXPECTED_START_MAX_LEASES = env_int("PORTAL_EXPECTED_START_MAX_LEASES", 2000)
+PORTAL_EXPECTED_START_SECONDS = env_int("PORTAL_EXPECTED_START_MILLISECONDS", 60) / 1000
+PORTAL_EXPECTED_START_FORECAST_SECONDS = env_int("PORTAL_EXPECTED_START_FORECAST_SECONDS", 60)
+# A forecast older than three beats is not shown (the beat stopped): pages play live again.
+PORTAL_EXPECTED_START_FORECAST_TTL = 3 * PORTAL_EXPECTED_START_FORECAST_SECONDS

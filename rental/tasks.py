@@ -22,7 +22,7 @@ from rental.fleet import (
     volume_cloud,
 )
 from rental.fleet.retry import RETRY_COUNTDOWNS
-from rental.loans import due, ending, expiry, queue
+from rental.loans import due, ending, expected_start, expiry, queue
 
 # Every task here sends its retries through the outbox, never straight to the broker.
 task = partial(shared_task, base=jobs.OutboxTask)
@@ -84,6 +84,12 @@ def sweep_launches_task() -> None:
     again (L1)."""
     recovery.sweep_launches()
     recovery.sweep_terminations()
+
+
+@task(acks_late=True, ignore_result=True)
+def forecast_expected_starts_task() -> None:
+    """Every pool with waiting leases played forward, for the pages' expected starts."""
+    expected_start.forecast_pools()
 
 
 @task(acks_late=True, ignore_result=True)

@@ -24,14 +24,10 @@ from decimal import Decimal
 
 from portal.errors import QuotaExceeded
 from rental.loans.admission_rules import Decision, Standing, decide
-from rental.loans.queue_rules import Waiting
-from rental.loans.reclaim_rules import (
-    BURST,
-    GUARANTEED,
-    RESERVED,
-    Candidate,
-    choose_victims,
-)
+from rental.loans.expected_start_queue import ALWAYS, PROJECT, ROOM, Key, QueueWatch
+from rental.loans.expected_start_state import Lease, PoolState, Quota
+from rental.loans.queue_rules import queue_key
+from rental.loans.reclaim_rules import BURST, GUARANTEED, RESERVED
 from rental.loans.reservation_rules import Booking, added_conflict, first_conflict
 from rental.models import Market, Priority, Reservation, Tier
 
@@ -44,7 +40,6 @@ HORIZON_DAYS = 7
 OTHERS = -1
 
 MODE_BY_TIER = {Tier.GUARANTEED: GUARANTEED, Tier.BURST: BURST, Tier.RESERVED: RESERVED}
-KEPT_TIERS = (Tier.GUARANTEED, Tier.RESERVED)
 
 # Why a lease has no start in sight (the words are ``expected_start.reason_text``'s).
 TOO_BIG = "too_big"  # more GPUs than the pool's capacity C
@@ -58,38 +53,6 @@ UNKNOWN = "unknown"  # the play ran out of its time before this lease started
 
 class OutOfTime(Exception):
     """The caller's time for the play is spent (``Play.out_of_time``)."""
-
-
-@dataclass(frozen=True)
-class Quota:
-    guaranteed: int  # G
-    ceiling: int  # L
-    weight: Decimal = Decimal(1)  # w
-
-
-@dataclass(frozen=True)
-class Lease:
-    """One lease of the pool as the play sees it. ``start``/``end``: its window (running:
-    as it runs; claiming: from when its notice is over; a booking: as booked); a queued
-    lease runs ``length`` from when it is admitted (a booking keeps its ``end``)."""
-
-    id: int
-    project_id: int
-    gpus: int
-    tier: str
-    market: str
-    priority: str
-    start: datetime
-    end: datetime
-    length: timedelta = timedelta(0)
-    notice_due: datetime | None = None  # a victim: ends then
-    claim_due: datetime | None = None  # a claim: starts then
-    booking: bool = False
-    approved: bool = False
-    held: bool = False  # an admission check holds it: the play never starts it
-    requeue: bool = False  # queued again when preempted (Q8)
-    submitted_at: datetime | None = None
-    waiting: Waiting | None = None  # a queued lease: its Q5 key's figures
 
 
 @dataclass(frozen=True)
@@ -119,20 +82,25 @@ class Expected:
     figures: dict = field(default_factory=dict)
 
 
-Order = Callable[[list[Waiting]], list[Waiting]]
-
-
 class Play:
     """The pool played forward from ``picture.now``; ``started`` holds when each waiting
-    lease starts (or the end of its victims' notice)."""
+    lease starts (or the end of its victims' notice).
+
+    Each instant costs what changes at it: the pool's sums are kept as leases come and go
+    (``PoolState``); a waiting lease that could not start is looked at again only once
+    something it depends on changed (its project's figures, or the pool's room past what it
+    needs); the rest would fail again and are passed over in their place in Q5 order."""
 
     def __init__(
-        self, picture: Picture, order: Order, out_of_time: Callable[[], bool] | None = None
+        self,
+        picture: Picture,
+        out_of_time: Callable[[], bool] | None = None,
+        key: Key = queue_key,
     ) -> None:
         self.picture = picture
-        self.order = order
-        # Asked at every step: a pool of thousands of running leases is played for as long
-        # as the caller allows, never longer (what has not started by then is UNKNOWN).
+        self.key = key
+        # Asked at every step: a pool is played for as long as the caller allows, never
+        # longer (what has not started by then is UNKNOWN).
         self.out_of_time = out_of_time or (lambda: False)
         self.capacity = picture.capacity
         self.notice = picture.notice
@@ -141,62 +109,56 @@ class Play:
         if picture.guaranteed_total is not None:
             # Projects with no lease here count in Σ G only: one entry stands for them.
             self.guarantees[OTHERS] = picture.guaranteed_total - sum(self.guarantees.values())
-        self.running = list(picture.running)
-        self.claims = list(picture.claims)
-        self.scheduled = sorted(picture.scheduled, key=lambda b: (b.start, b.id))
-        self.queued = list(picture.queued)
+        self.pool = PoolState(picture.capacity)
+        for lease in picture.running:
+            self.pool.run(lease)
+        for lease in picture.claims:
+            self.pool.claim(lease)
+        for lease in picture.scheduled:
+            self.pool.schedule(lease)
+        for lease in picture.queued:
+            self.pool.queue(lease)
         self.started: dict[int, datetime] = {}
-        self.last_id = min([0, *(lease.id for lease in self._all())])
-
-    def _all(self) -> list[Lease]:
-        return [*self.running, *self.claims, *self.scheduled, *self.queued]
+        self.waiting_for: set[int] = set()
+        everyone = (*picture.running, *picture.claims, *picture.scheduled, *picture.queued)
+        self.last_id = min([0, *(lease.id for lease in everyone)])
+        self.watch = QueueWatch(self.pool, self.quotas, key)
+        self.to_promote: set[int] = set()
 
     # --- Standing, as ``standing.read_standing`` reads it --------------------------------
 
     def standing(self, project_id: int, priority: str) -> Standing:
-        running = sum(lease.gpus for lease in self.running)
-        noticed = sum(lease.gpus for lease in self.running if lease.notice_due is not None)
-        claimed = sum(lease.gpus for lease in self.claims)
-        mine = [lease for lease in (*self.running, *self.claims) if lease.project_id == project_id]
-        own = sum(
-            lease.gpus
-            for lease in self.running
-            if lease.project_id == project_id
-            and lease.tier == Tier.GUARANTEED
-            and lease.notice_due is None
-            and lease.priority in (Priority.LEARNING, Priority.EXPERIMENT)
-        )
+        pool = self.pool
         quota = self.quotas.get(project_id, Quota(0, 0))
         return Standing(
             guaranteed=quota.guaranteed,
             ceiling=quota.ceiling,
-            used_guaranteed=sum(lease.gpus for lease in mine if lease.tier == Tier.GUARANTEED),
-            used=sum(lease.gpus for lease in mine if lease.tier != Tier.SPOT),
+            used_guaranteed=pool.used_guaranteed.get(project_id, 0),
+            used=pool.used.get(project_id, 0),
             capacity=self.capacity,
-            running=running + max(claimed - noticed, 0),
-            displaceable=own if priority == Priority.PRODUCTION else 0,
+            running=self.capacity - pool.free(),
+            displaceable=pool.own.get(project_id, 0) if priority == Priority.PRODUCTION else 0,
         )
 
     # --- R2 beside bookings and L over time (the sweep of ``reservation_rules``) ---------
 
     def bookings(self) -> list[Lease]:
         """Bookings not over: scheduled, claiming, queued at their start or running."""
-        return [lease for lease in self._all() if lease.booking]
+        return list(self.pool.bookings.values())
 
     def _booked(self, project_id: int, start: datetime, end: datetime) -> bool:
+        if project_id not in self.pool.booked_projects:
+            return False
         return any(
-            b.project_id == project_id and b.start < end and b.end > start for b in self.bookings()
+            b.project_id == project_id and b.start < end and b.end > start
+            for b in self.pool.bookings.values()
         )
 
     def _entitlements(self) -> list[Booking]:
         """What counts in E(t) (``reservations.bookings``): every booking over its window,
         and leases admitted in a tier nobody may take back, not under notice."""
-        kept = [
-            lease
-            for lease in (*self.running, *self.claims)
-            if not lease.booking and lease.tier in KEPT_TIERS and lease.notice_due is None
-        ]
-        return [Booking(x.project_id, x.gpus, x.start, x.end) for x in (*self.bookings(), *kept)]
+        held = (*self.pool.bookings.values(), *self.pool.kept.values())
+        return [Booking(x.project_id, x.gpus, x.start, x.end) for x in held]
 
     def _beside_bookings(self, project_id: int, gpus: int, start: datetime, end: datetime) -> bool:
         """``reservations.check_beside_bookings``: whether a kept lease leaves every
@@ -212,7 +174,7 @@ class Play:
         bookings not begun, with this lease, stay within L over [start, end)."""
         counted = [
             x
-            for x in (*self.running, *self.claims, *self.scheduled)
+            for x in (*self.pool.mine[lease.project_id].values(), *self.pool.scheduled)
             if x.project_id == lease.project_id
             and x.tier != Tier.SPOT
             and x.notice_due is None
@@ -237,12 +199,12 @@ class Play:
     def settle(self, at: datetime) -> None:
         """Ends and notices that are over, then claims whose notice is over start (as
         ``due.settle``); a lease being terminated at ``now`` counts as gone."""
-        ending = [x for x in self.running if x.end <= at or (x.notice_due and x.notice_due <= at)]
-        for lease in sorted(ending, key=lambda x: (x.notice_due or x.end, x.id)):
-            self.running.remove(lease)
+        pool = self.pool
+        for lease in sorted(pool.ending(at), key=lambda x: (x.notice_due or x.end, x.id)):
+            pool.stop(lease.id)
             if lease.notice_due is not None and lease.requeue and lease.end > lease.notice_due:
                 self.last_id -= 1
-                self.queued.append(
+                pool.queue(
                     replace(
                         lease,
                         id=self.last_id,
@@ -251,10 +213,9 @@ class Play:
                         waiting=None,
                     )
                 )
-        for claim in sorted(
-            (c for c in self.claims if c.claim_due <= at), key=lambda c: (c.claim_due, c.id)
-        ):
-            self.claims.remove(claim)
+        due_claims = [c for c in pool.claims.values() if c.claim_due <= at]
+        for claim in sorted(due_claims, key=lambda c: (c.claim_due, c.id)):
+            pool.unclaim(claim.id)
             due = claim.claim_due
             if claim.booking:
                 self._start_booking(replace(claim, claim_due=None), due)
@@ -264,113 +225,100 @@ class Play:
             if decision is not None and decision.status == Status.PROVISIONING:
                 self._run(lease, decision.tier, due, lease.end)
             else:
-                self.queued.append(lease)
+                pool.queue(lease)
 
     def begin_bookings(self, at: datetime) -> None:
         """R4 at start − notice (``reservations.begin``): the victims a booking needs are
         told, and its GPUs are held until its start; one without victims tries again."""
-        for booking in list(self.scheduled):
+        pool = self.pool
+        for booking in list(pool.scheduled):
             if booking.start - self.notice > at:
                 break
             standing = self.standing(booking.project_id, booking.priority)
             due = max(booking.start, at)
-            victims = choose_victims(
-                self._candidates(booking.id),
+            victims = self.pool.victims(
+                booking,
                 need=booking.gpus,
                 free=standing.free,
-                project_id=booking.project_id,
                 priority=booking.priority,
                 mode=RESERVED,
             )
             if victims is None:
                 if at >= booking.start:
-                    self.scheduled.remove(booking)
+                    pool.unschedule(booking)
                     self._start_booking(booking, at)
                 continue
-            self.scheduled.remove(booking)
+            pool.unschedule(booking)
             self._tell(victims, due)
-            self.claims.append(replace(booking, claim_due=due))
+            pool.claim(replace(booking, claim_due=due))
 
     def _start_booking(self, booking: Lease, at: datetime) -> None:
         """``reservations.start``: it runs when its GPUs are free, else it queues."""
         standing = self.standing(booking.project_id, booking.priority)
         if booking.gpus > standing.free:
-            self.queued.append(replace(booking, length=booking.end - booking.start))
+            self.pool.queue(replace(booking, length=booking.end - booking.start))
             return
         fits = standing.used_guaranteed + booking.gpus <= standing.guaranteed
         self._run(booking, Tier.GUARANTEED if fits else Tier.RESERVED, at, booking.end)
 
     def promote(self, at: datetime) -> None:
         """Q3 (``queue.promote_in_pool``): burst leases that now fit their project's
-        guarantee become guaranteed, oldest first, where that leaves its bookings room."""
-        burst = [x for x in self.running if x.tier == Tier.BURST and x.notice_due is None]
-        for project_id in sorted({x.project_id for x in burst}):
+        guarantee become guaranteed, oldest first, where that leaves its bookings room.
+        Only projects whose figures changed since they were last looked at (or with
+        bookings) can have one to promote."""
+        pool = self.pool
+        looked = self.to_promote | set(pool.booked_projects)
+        self.to_promote = set()
+        for project_id in sorted(p for p in looked if pool.promotable.get(p)):
             standing = self.standing(project_id, Priority.LEARNING)
             room = standing.guaranteed - standing.used_guaranteed
-            for lease in sorted(
-                (x for x in burst if x.project_id == project_id), key=lambda x: (x.start, x.id)
-            ):
+            burst = sorted(pool.promotable[project_id].values(), key=lambda x: (x.start, x.id))
+            for lease in burst:
                 if lease.gpus > room:
                     continue
                 if self._booked(project_id, at, lease.end) and not self._beside_bookings(
                     project_id, lease.gpus, at, lease.end
                 ):
                     continue
-                self.running[self.running.index(lease)] = replace(lease, tier=Tier.GUARANTEED)
+                pool.change(lease.id, tier=Tier.GUARANTEED)
                 room -= lease.gpus
 
     def admit(self, at: datetime) -> None:
-        """One queue pass at ``at``, as ``queue.admit_in_pool``."""
+        """One queue pass at ``at``, as ``queue.admit_in_pool``: in Q5 order, each lease
+        is looked at once; after one starts, the order is that of the figures then."""
+        self.to_promote |= self.watch.absorb()
         self.promote(at)
-        passed: set[int] = set()
-        while True:
-            queued = [x for x in self.queued if x.id not in passed]
-            if not queued:
-                return
-            for lease in self._in_order(queued):
+        watch = self.watch
+        self.to_promote |= watch.begin_pass()
+        try:
+            while (visit := watch.next()) is not None:
+                key, lease_id = visit
                 self._tick()
-                passed.add(lease.id)
-                if lease.held:
-                    continue
-                end = lease.end if lease.booking else at + lease.length
-                decision = self._decide(lease, at, end)
-                if decision is None:
-                    continue
-                if decision.status == Status.PROVISIONING:
-                    self.queued.remove(lease)
-                    self._run(lease, decision.tier, at, end)
-                    break
-                if decision.status == Status.QUEUED and self._reclaim(lease, decision, at):
-                    break
-            else:
-                return
+                lease = self.pool.queued[lease_id]
+                waits = self._try(lease, at)
+                if waits is None:
+                    self.to_promote |= watch.started(key)
+                else:
+                    watch.sleep(lease, waits)
+        finally:
+            watch.end_pass()
 
-    def _in_order(self, queued: list[Lease]) -> list[Lease]:
-        """Q5 order through ``queue_rules``' order function, with each project's figures
-        as they stand now (as ``queue.waiting_in_order`` builds them)."""
-        by_id = {lease.id: lease for lease in queued}
-        figures = []
-        for lease in queued:
-            self._tick()
-            standing = self.standing(lease.project_id, Priority.LEARNING)
-            base = lease.waiting or Waiting(
-                id=lease.id,
-                guaranteed_eligible=False,
-                priority=lease.priority,
-                over_guarantee=0,
-                weight=self.quotas.get(lease.project_id, Quota(0, 0)).weight,
-                submitted_at=lease.submitted_at or lease.start,
-            )
-            figures.append(
-                replace(
-                    base,
-                    id=lease.id,
-                    guaranteed_eligible=lease.market != Market.SPOT
-                    and standing.used_guaranteed + lease.gpus <= standing.guaranteed,
-                    over_guarantee=max(standing.used - standing.guaranteed, 0),
-                )
-            )
-        return [by_id[w.id] for w in self.order(figures)]
+    def _try(self, lease: Lease, at: datetime) -> tuple | None:
+        """Start ``lease`` now if the rules let it (None), else how it waits."""
+        end = lease.end if lease.booking else at + lease.length
+        decision = self._decide(lease, at, end)
+        waits: tuple = (PROJECT, 0)
+        if decision is not None and decision.status == Status.PROVISIONING:
+            self._unqueue(lease.id)
+            self._run(lease, decision.tier, at, end)
+            return None
+        if decision is not None and decision.status == Status.QUEUED:
+            waits = self._reclaim(lease, decision, at)
+            if waits is None:
+                return None
+        if lease.project_id in self.pool.booked_projects:
+            return (ALWAYS, 0)
+        return waits
 
     def _decide(self, lease: Lease, start: datetime, end: datetime) -> Decision | None:
         """Q2/Q4 (``decide``), then beside the project's bookings (R2) and under L over
@@ -402,55 +350,64 @@ class Play:
                 return None  # ``queue.beyond_ceiling``: it keeps its place
         return decision
 
-    def _candidates(self, exclude: int) -> list[Candidate]:
-        return [
-            Candidate(x.id, x.project_id, x.gpus, x.tier, x.market, x.priority, x.start)
-            for x in self.running
-            if x.notice_due is None and x.id != exclude
-        ]
-
-    def _reclaim(self, lease: Lease, decision: Decision, at: datetime) -> bool:
+    def _reclaim(self, lease: Lease, decision: Decision, at: datetime) -> tuple | None:
         """``reclaim.reclaim_for``: take GPUs back; the lease starts when the notice is
-        over."""
+        over (None), or how it waits when there is nothing to take."""
         mode = MODE_BY_TIER.get(decision.tier)
         if mode is None:
-            return False
+            return (ROOM[0], lease.gpus)  # it starts once its GPUs are free
         standing = self.standing(lease.project_id, lease.priority)
         guaranteed = decision.tier == Tier.GUARANTEED
-        victims = choose_victims(
-            self._candidates(lease.id),
-            need=lease.gpus,
-            free=standing.free,
-            project_id=lease.project_id,
-            priority=lease.priority,
-            mode=mode,
-            guarantee_short=standing.used_guaranteed + lease.gpus - standing.guaranteed
-            if guaranteed
-            else 0,
-            ceiling_short=standing.used + lease.gpus - standing.ceiling
+        short = (
+            standing.used_guaranteed + lease.gpus - standing.guaranteed if guaranteed else 0,
+            standing.used + lease.gpus - standing.ceiling
             if guaranteed and not lease.approved
             else 0,
         )
+        victims = self.pool.victims(
+            lease,
+            need=lease.gpus,
+            free=standing.free,
+            priority=lease.priority,
+            mode=mode,
+            short=short,
+        )
         if not victims:
-            return False
+            return self._waits_for(lease, mode, short)
         due = at + self.notice
         self._tell(victims, due)
-        self.queued.remove(lease)
+        self._unqueue(lease.id)
         length = lease.end - lease.start if lease.booking else lease.length
         start, end = (lease.start, lease.end) if lease.booking else (due, due + length)
-        self.claims.append(replace(lease, tier=decision.tier, claim_due=due, start=start, end=end))
-        self.started.setdefault(lease.id, due)
-        return True
+        self.pool.claim(replace(lease, tier=decision.tier, claim_due=due, start=start, end=end))
+        self._started(lease.id, due)
+        return None
 
-    def _tell(self, victims: list[Candidate], due: datetime) -> None:
-        told = {victim.id for victim in victims}
-        self.running = [replace(x, notice_due=due) if x.id in told else x for x in self.running]
+    def _waits_for(self, lease: Lease, mode: str, short: tuple[int, int]) -> tuple:
+        """How a lease that found no victims waits: for its project's figures (what only
+        they give is short), else for the pool's room: free + spot (+ burst) ≥ threshold."""
+        beyond, guaranteed, counted = self.pool.eligible(lease.project_id, lease.priority, mode)
+        if guaranteed < short[0] or counted < short[1]:
+            return (PROJECT, 0)
+        if mode == BURST:
+            return (ROOM[1], lease.gpus)
+        return (ROOM[2], lease.gpus - beyond)
+
+    def _tell(self, victims: list[Lease], due: datetime) -> None:
+        for victim in victims:
+            self.pool.change(victim.id, notice_due=due)
 
     def _run(self, lease: Lease, tier: str, at: datetime, end: datetime) -> None:
-        self.running.append(
-            replace(lease, tier=tier, start=at, end=max(end, at + timedelta(seconds=1)))
-        )
-        self.started.setdefault(lease.id, at)
+        self.pool.run(replace(lease, tier=tier, start=at, end=max(end, at + timedelta(seconds=1))))
+        self._started(lease.id, at)
+
+    def _started(self, lease_id: int, at: datetime) -> None:
+        self.started.setdefault(lease_id, at)
+        self.waiting_for.discard(lease_id)
+
+    def _unqueue(self, lease_id: int) -> None:
+        self.pool.unqueue(lease_id)
+        self.watch.unqueue(lease_id)
 
     # --- The play ------------------------------------------------------------------------
 
@@ -459,15 +416,15 @@ class Play:
             raise OutOfTime
 
     def next_event(self, after: datetime) -> datetime | None:
-        times = [x.end for x in self.running]
-        times += [x.notice_due for x in self.running if x.notice_due is not None]
-        times += [x.claim_due for x in self.claims if x.claim_due is not None]
-        for booking in self.scheduled:
+        times = [self.pool.next_end(after)]
+        times += [x.claim_due for x in self.pool.claims.values() if x.claim_due is not None]
+        for booking in self.pool.scheduled:
             times += [booking.start - self.notice, booking.start]
         # A booking that found no victims at start − notice asks again at every change.
-        return min((t for t in times if t > after), default=None)
+        return min((t for t in times if t is not None and t > after), default=None)
 
     def run(self, *, until: datetime, wanted: set[int]) -> None:
+        self.waiting_for = set(wanted) - set(self.started)
         at: datetime | None = self.picture.now
         while at is not None and at <= until:
             self._tick()
@@ -475,7 +432,7 @@ class Play:
             self.begin_bookings(at)
             self.settle(at)
             self.admit(at)
-            if wanted <= set(self.started):
+            if not self.waiting_for:
                 return
             at = self.next_event(at)
 
@@ -499,15 +456,15 @@ def _decided(standing: Standing, lease: Lease) -> Decision | None:
 
 def expected_starts(
     picture: Picture,
-    order: Order,
     *,
     days: int = HORIZON_DAYS,
     out_of_time: Callable[[], bool] | None = None,
+    key: Key = queue_key,
 ) -> dict[int, Expected]:
     """Every queued lease's expected start in one play of the pool (claims: their due
     time); a lease with none in the next ``days`` days says why. When ``out_of_time()``
     says so the play stops: a lease that had not started by then is UNKNOWN."""
-    play = Play(picture, order, out_of_time)
+    play = Play(picture, out_of_time, key)
     wanted = {lease.id for lease in picture.queued}
     stopped = False
     try:
@@ -528,16 +485,16 @@ def expected_starts(
 
 def expected_start_of(
     picture: Picture,
-    order: Order,
     lease: Lease,
     *,
     days: int = HORIZON_DAYS,
     out_of_time: Callable[[], bool] | None = None,
+    key: Key = queue_key,
 ) -> Expected:
     """One lease not in the queue yet (a request before it is sent, or one waiting for a
     manager, as if approved now) added to it at ``picture.now``."""
     added = replace(picture, queued=[*picture.queued, lease])
-    return expected_starts(added, order, days=days, out_of_time=out_of_time)[lease.id]
+    return expected_starts(added, days=days, out_of_time=out_of_time, key=key)[lease.id]
 
 
 def why_not(play: Play, lease: Lease, *, days: int) -> Expected:

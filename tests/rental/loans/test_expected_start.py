@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from portal.errors import DomainError
 from rental.loans import due, ending, queue
-from rental.loans.expected_start import ExpectedStarts, expected_text
+from rental.loans.expected_start import ExpectedStarts, expected_text, forecast_pools
 from rental.loans.expected_start_rules import BUSY, TOO_BIG, UNKNOWN
 from rental.models import Pool, Reservation
 from tests.rental.loans.conftest import at
@@ -383,3 +383,27 @@ def test_a_play_past_its_time_or_a_pool_past_its_size_gives_no_estimate(f0, leas
     assert expected(waiting, at("09:30")).start == at("14:00")
     settings.PORTAL_EXPECTED_START_MAX_LEASES = 3  # four live leases
     assert expected(waiting, at("09:30")) is None
+
+
+def test_the_beats_forecast_gives_a_pool_too_big_for_a_page_its_estimates(
+    f0, lease, settings, django_assert_max_num_queries
+):
+    """The beat plays every pool with waiting leases whatever its size; a page then reads
+    its estimates (one cache read, no query of the pool), and plays live only a lease the
+    beat has not seen, within its bounds."""
+    lease(f0.beta, 4, at("09:00"), hours=5)
+    lease(f0.alpha, 2, at("09:00"), hours=11)
+    lease(f0.gamma, 2, at("09:00"), hours=11)
+    waiting = lease(f0.gamma, 2, at("09:10"), hours=3)
+    settings.PORTAL_EXPECTED_START_MAX_LEASES = 3  # four live leases: no page plays it
+    assert expected(waiting, at("09:30")) is None
+    assert forecast_pools(now=at("09:30")) == {f0.model.pk: 1}
+    row = fresh(waiting)
+    with django_assert_max_num_queries(0):
+        found = ExpectedStarts(now=at("09:31")).of(row)
+    assert found.start == at("14:00")
+    # A lease queued after the beat's play: the page's own bounds again.
+    later = lease(f0.alpha, 2, at("09:40"), hours=1)
+    assert expected(later, at("09:41")) is None
+    settings.PORTAL_EXPECTED_START_MAX_LEASES = 2000
+    assert expected(later, at("09:41")).start is not None
