@@ -83,13 +83,15 @@ def gpu_hour_cap(
         return None
     project_id = project if isinstance(project, int) else project.pk
     model_id = gpu_model if isinstance(gpu_model, int) else gpu_model.pk
-    found = allocations.measured(
-        GpuHourAllocation.objects.filter(
-            project_id=project_id, gpu_model_id=model_id, hard_stop=True
-        ).select_related("gpu_model"),
-        period=now,
-        now=now,
+    hard_stops = GpuHourAllocation.objects.filter(
+        project_id=project_id, gpu_model_id=model_id, hard_stop=True
     )
+    # Most projects have no hard-stop allocation: a plain look first (one statement, as the
+    # measuring one was), so their requests do not pay for building the measuring query,
+    # which was two thirds of a submission's CPU (bench/admission.py, issue 19).
+    if not hard_stops.exists():
+        return None
+    found = allocations.measured(hard_stops.select_related("gpu_model"), period=now, now=now)
     if not found or not found[0].used_up:
         return None
     current = found[0]

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
@@ -19,6 +19,7 @@ from portal import audit
 from portal.models import Project
 from portal.notifications import admins, notify
 from portal.phrases import Joined, Phrase
+from portal.sql_arrays import AnyOf
 from rental.catalog import accounts, exchange
 from rental.fleet.instances import mark_running
 from rental.fleet.termination import tell_admins_still_billing
@@ -58,7 +59,13 @@ def find_orphans(
     running = [item for item in cloud if item.state not in GONE]
     ids = [item.external_id for item in running]
     keys = [item.idempotency_key for item in running if item.idempotency_key]
-    rows = Instance.objects.filter(Q(external_id__in=ids) | Q(idempotency_key__in=keys))
+    # The ids and keys as two array parameters (a region's answer lists thousands).
+    match = Q()
+    if ids:
+        match |= Q(AnyOf(F("external_id"), ids))
+    if keys:
+        match |= Q(AnyOf(F("idempotency_key"), keys))
+    rows = Instance.objects.filter(match) if match else Instance.objects.none()
     alive_ids, alive_keys, ended_by_id = set(), set(), {}
     for pk, external_id, key, state, terminated_at in rows.values_list(
         "pk", "external_id", "idempotency_key", "state", "terminated_at"

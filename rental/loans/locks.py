@@ -10,6 +10,9 @@ cycle PostgreSQL breaks by failing one of them (a person's "End" answered with a
 
 from collections.abc import Iterable
 
+from django.db.models import F
+
+from portal.sql_arrays import AnyOf
 from rental.models import Instance, Reservation
 
 
@@ -19,7 +22,8 @@ def lock_leases_of(instance_ids: Iterable[int]) -> list[int]:
     ids = sorted(set(instance_ids))
     if not ids:
         return []
-    leases = Instance.objects.filter(pk__in=ids).values("reservation_id")
+    # One array parameter: a sync locks the leases of a region's thousands of instances.
+    leases = Instance.objects.filter(AnyOf(F("pk"), ids)).values("reservation_id")
     return list(
         Reservation.objects.select_for_update()
         .filter(pk__in=leases)

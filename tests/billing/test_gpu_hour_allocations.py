@@ -254,9 +254,11 @@ def test_without_a_hard_stop_nothing_is_refused(f0):
     assert check(f0, now=APRIL + timedelta(hours=4)) is None
 
 
-def test_the_check_costs_nothing_for_guaranteed_and_one_query_otherwise(
+def test_the_check_costs_nothing_for_guaranteed_one_query_without_a_hard_stop_and_two_with(
     f0, django_assert_num_queries
 ):
+    """Most projects have no hard stop: their check is one plain look. With one, that look
+    and then the allocation and the model's use this month in one more query."""
     with django_assert_num_queries(0):
         assert check(f0, tier="guaranteed", now=APRIL) is None
         assert check(f0, is_reservation=True, now=APRIL) is None
@@ -265,16 +267,16 @@ def test_the_check_costs_nothing_for_guaranteed_and_one_query_otherwise(
     allocate(f0, hours="5", hard_stop=False)  # no hard stop: still the one query
     with django_assert_num_queries(1):
         assert check(f0, now=APRIL) is None
-    # With a hard stop, the allocation and the model's use this month in that one query.
+    # With a hard stop, the allocation and the model's use this month in one more query.
     allocate(f0, hours="7", hard_stop=True)
     run(lease(f0, f0.alpha, tier="burst"), start=APRIL, hours=6)
     rollups.roll_up_usage()
     run(lease(f0, f0.alpha, tier="burst", status="active"), start=APRIL)
-    with django_assert_num_queries(1):  # 6 rolled up + 6.5 running: 12.5 of 7
+    with django_assert_num_queries(2):  # 6 rolled up + 6.5 running: 12.5 of 7
         assert check(f0, now=APRIL + timedelta(hours=6, minutes=30))[0] == "gpu_hour_cap"
     Reservation.objects.update(status="ended")
     UsageRecord.objects.filter(end__isnull=True).update(end=APRIL + timedelta(minutes=30))
-    with django_assert_num_queries(1):  # 6 rolled up + 0.5 not yet: 6.5 of 7
+    with django_assert_num_queries(2):  # 6 rolled up + 0.5 not yet: 6.5 of 7
         assert check(f0, now=APRIL + timedelta(hours=7)) is None
 
 

@@ -180,6 +180,36 @@ def test_it_makes_one_describe_and_no_writes_for_a_quiet_region(f0c, cloud, t0):
     assert len(reads) == 19
 
 
+def test_a_quiet_tick_sends_the_same_statements_for_many_instances_as_for_one(f0c, cloud, t0):
+    """The fleet's size changes no statement: the rows' ids go as one array parameter, so
+    a region with 5 instances sends the very statements (and as many parameters) as one
+    with 1 (``bench/sync.py`` measures the same at 10,000)."""
+
+    def tick_statements(seconds: int) -> list[tuple[str, int]]:
+        sent: list[tuple[str, int]] = []
+
+        def note(execute, sql, params, many, context):
+            if not sql.startswith(("SAVEPOINT", "RELEASE")):
+                sent.append((sql, len(params or ())))
+            return execute(sql, params, many, context)
+
+        with connection.execute_wrapper(note):
+            sync.sync_instances(now=t0 + timedelta(seconds=seconds))
+        return sent
+
+    launch(f0c, t0)
+    sync.sync_instances(now=t0 + timedelta(seconds=20))
+    small = tick_statements(50)
+    for _ in range(2):  # the project's ceiling is 6 GPUs
+        launch(f0c, t0 + timedelta(seconds=60), gpus=2)
+    sync.sync_instances(now=t0 + timedelta(seconds=80))
+    assert Instance.objects.filter(state=State.RUNNING).count() == 5
+    large = tick_statements(110)
+
+    assert len(small) == 19
+    assert large == small
+
+
 def test_it_terminates_a_launch_that_never_runs_within_the_provisioning_timeout(
     f0c, cloud, t0, settings
 ):
