@@ -2,10 +2,10 @@
 
 from django.conf import settings
 from django.db import models
-from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from portal.paths import path_of
 from portal.phrases import PhraseField, render
 
 FINANCE_GROUP = "finance"
@@ -30,7 +30,7 @@ class Project(models.Model):
         return self.name
 
     def get_absolute_url(self) -> str:
-        return reverse("rental:project", kwargs={"slug": self.slug})
+        return path_of("rental:project", "slug", self.slug)
 
 
 class Membership(models.Model):

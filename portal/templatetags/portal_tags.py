@@ -1,14 +1,18 @@
 """Formatting for templates: money, durations and status pills. Decimal only, never float."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
 from django import template
 from django.conf import settings
+from django.template.defaultfilters import date as date_filter
+from django.utils.dates import MONTHS_3
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
+
+from portal.choice_labels import choice_label
 
 register = template.Library()
 
@@ -105,6 +109,22 @@ def hours(value: Any) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
+@register.filter(expects_localtime=True)
+def moment(value: Any, fmt: str = "Y-m-d H:i") -> str:
+    """The ``date`` filter for the formats a list draws on every row, ``Y-m-d H:i`` and
+    ``M j, H:i``, written out directly: Django's reads the format letter by letter, about
+    25 µs a date, the most expensive cell of a lease row. Any other format is
+    ``date``'s, and so is the text: the same, in the request's time zone and language."""
+    if not isinstance(value, datetime):
+        return date_filter(value, fmt)
+    clock = f"{value.hour:02d}:{value.minute:02d}"
+    if fmt == "Y-m-d H:i":
+        return f"{value.year:04d}-{value.month:02d}-{value.day:02d} {clock}"
+    if fmt == "M j, H:i":
+        return f"{str(MONTHS_3[value.month]).title()} {value.day}, {clock}"
+    return date_filter(value, fmt)
+
+
 @register.simple_tag
 def pill(value: str, label: str, kind: str = "status", element_id: str = "") -> SafeString | str:
     """A coloured label; the colour comes from ``pill-<kind>-<value>`` in portal.css."""
@@ -121,13 +141,20 @@ def pill(value: str, label: str, kind: str = "status", element_id: str = "") -> 
 def status_pill(obj: Any, element_id: str = "") -> SafeString | str:
     """The status of a lease (``status``) or the state of an instance (``state``)."""
     if hasattr(obj, "get_status_display"):
-        return pill(obj.status, obj.get_status_display(), "status", element_id)
-    return pill(obj.state, obj.get_state_display(), "state", element_id)
+        return pill(obj.status, choice_label(obj, "status"), "status", element_id)
+    return pill(obj.state, choice_label(obj, "state"), "state", element_id)
 
 
 @register.simple_tag
 def tier_pill(obj: Any) -> SafeString | str:
-    return pill(obj.tier, obj.get_tier_display(), "tier") if obj.tier else EMPTY
+    return pill(obj.tier, choice_label(obj, "tier"), "tier") if obj.tier else EMPTY
+
+
+@register.filter
+def label(obj: Any, name: str) -> Any:
+    """``{{ lease|label:"priority" }}``: what ``lease.get_priority_display`` says, without
+    translating every other choice on the way (``portal.choice_labels``)."""
+    return choice_label(obj, name)
 
 
 @register.simple_tag(takes_context=True)

@@ -13,10 +13,10 @@ import uuid
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from portal.paths import path_of
 from portal.phrases import PhraseField
 from rental.models.currency import ONE, RATE_DECIMALS, RATE_DIGITS, billing_currency
 from rental.models.packed import PackedReadingsField
@@ -275,7 +275,7 @@ class Reservation(models.Model):
         return f"#{self.pk} {self.gpu_count}× {self.gpu_model} for {self.project}"
 
     def get_absolute_url(self) -> str:
-        return reverse("rental:lease", kwargs={"pk": self.pk})
+        return path_of("rental:lease", "pk", self.pk)
 
     @property
     def is_live(self) -> bool:
