@@ -152,7 +152,9 @@ class QueueRow:
     ahead: str  # why the row above goes first, in words ("" for the first)
 
 
-def queue_rows(queue: PoolQueue) -> list[QueueRow]:
+def queue_rows(queue: PoolQueue, start: int = 0, stop: int | None = None) -> list[QueueRow]:
+    """The rows of places ``start + 1`` to ``stop`` (all of them by default): a page of
+    the queue words only its own rows."""
     leases = queue.leases
     return [
         QueueRow(
@@ -161,5 +163,5 @@ def queue_rows(queue: PoolQueue) -> list[QueueRow]:
             usage=queue.order.usage.get(lease.project_id),
             ahead=ahead_words(queue, leases[place - 2], lease) if place > 1 else "",
         )
-        for place, lease in enumerate(leases, start=1)
+        for place, lease in enumerate(leases[start:stop], start=start + 1)
     ]

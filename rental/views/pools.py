@@ -12,6 +12,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -26,6 +27,9 @@ from rental.catalog import offerings, own_host_reads
 from rental.loans import fair_share, pool_week, pools, queue, waiting
 from rental.models import Offering, Pool
 from rental.models.capacity import DEGRADED_REASON_LENGTH
+
+# Rows of a pool's queue a page shows (each with why it is behind the one above).
+QUEUE_PER_PAGE = 50
 
 
 @dataclass(frozen=True)
@@ -101,13 +105,17 @@ def pool_queue(request: HttpRequest, pk: int) -> HttpResponse:
     pool = _pool_or_404(pk)
     now = timezone.now()
     found = queue.queue_of(pool, now=now)
+    # The order needs every waiting lease; the words and rows only the page's.
+    page = Paginator(found.leases, QUEUE_PER_PAGE).get_page(request.GET.get("queue_page"))
+    first = max(page.start_index() - 1, 0)
     return render(
         request,
         "rental/capacity/_pool_queue.html",
         {
             "pool": pool,
+            "queue_page": page,
             # Nothing queued: no figures to read either.
-            "queue_rows": waiting.queue_rows(found),
+            "queue_rows": waiting.queue_rows(found, first, page.end_index()),
             "fair_figures": fair_share.project_figures(pool, now=now),
         },
     )

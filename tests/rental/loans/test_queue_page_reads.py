@@ -78,3 +78,30 @@ def test_the_pool_page_and_its_queue_read_many_projects_in_fixed_queries(f0, cli
                 assert client.get(url).status_code == 200
             counts.append(len(queries))
     assert counts[:2] == counts[2:] and max(counts) <= 12, counts
+
+
+def test_the_queue_shows_a_page_of_places_in_order(f0, client, monkeypatch):
+    """A long queue is shown a page at a time; the places run on across pages in the
+    order admission takes them, and each row still says why it is behind the one above,
+    the first row of a page included."""
+    monkeypatch.setattr("rental.views.pools.QUEUE_PER_PAGE", 5)
+    many_queued(f0, 12, random.Random(5))
+    order = [lease.pk for lease in queue.queue_of(f0.pool).leases]
+    admin = get_user_model().objects.filter(is_staff=True).first()
+    client.force_login(admin)
+    url = reverse("rental:pool_queue", args=[f0.pool.pk])
+    seen = []
+    for number in (1, 2, 3):
+        page = client.get(url, {"queue_page": number})
+        rows = page.context["queue_rows"]
+        assert [row.place for row in rows] == list(range(5 * number - 4, min(5 * number, 12) + 1))
+        assert all(row.ahead for row in rows if row.place > 1)
+        seen += [row.lease.pk for row in rows]
+        text = page.content.decode()
+        assert f"Places {5 * number - 4}–{min(5 * number, 12)} of 12" in text
+        assert (f"queue_page={number + 1}" in text) == (number < 3)
+    assert seen == order
+    # The pool page hands the page asked for to its queue.
+    pool_page = client.get(reverse("rental:pool", args=[f0.pool.pk]), {"queue_page": 2})
+    assert f"{url}?queue_page=2" in pool_page.content.decode()
+    assert client.get(url, {"queue_page": "nonsense"}).context["queue_rows"][0].place == 1
