@@ -19,6 +19,8 @@ from rental.views.leases import any_changing
 
 # Rows of the projects list a page shows.
 PROJECTS_PER_PAGE = 25
+# Leases in progress a project's page shows, the newest; the lease list has them all.
+PROJECT_LEASES_SHOWN = 25
 
 # --- Projects --------------------------------------------------------------------------
 
@@ -86,9 +88,12 @@ def project_context(
         if form is None and may_decide and asked.status == QuotaRequest.Status.PENDING:
             form = quota_decision_form(asked.pk)
         asked_list.append((asked, may_decide, form))
-    # Through the (project, status) index: the leases in progress, not the history.
-    leases = project.reservations.filter(status__in=selectors.IN_PROGRESS).select_related(
-        "requester", "gpu_model"
+    # The newest leases in progress (through the project's newest-first index), one more
+    # than shown to know whether the list of all of them has more.
+    leases = list(
+        project.reservations.filter(status__in=selectors.IN_PROGRESS)
+        .select_related("requester", "gpu_model")
+        .order_by("-submitted_at", "-pk")[: PROJECT_LEASES_SHOWN + 1]
     )
     quota_use = selectors.project_quota_use(project)
     return {
@@ -97,7 +102,8 @@ def project_context(
         "is_admin": access.is_admin(request.user),
         "max_lease_hours": settings.PORTAL_MAX_LEASE_HOURS,
         "project": project,
-        "leases": leases,
+        "leases": leases[:PROJECT_LEASES_SHOWN],
+        "more_leases": len(leases) > PROJECT_LEASES_SHOWN,
         "quota_use": quota_use,
         "members": project.memberships.select_related("user").order_by("role", "user__username"),
         "can_request": access.can_request_for(request.user, project),
@@ -127,7 +133,8 @@ def panel_leases(request: HttpRequest) -> HttpResponse:
         request,
         "rental/leases/_panel_leases.html",
         {
-            "leases": leases,
+            "leases": leases[:PROJECT_LEASES_SHOWN],
+            "more_leases": len(leases) > PROJECT_LEASES_SHOWN,
             "polling": any_changing(leases),
             "is_member": bool(access.roles(request.user)),
         },

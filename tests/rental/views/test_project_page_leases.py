@@ -1,0 +1,47 @@
+"""A project's page shows its newest leases in progress, at most PROJECT_LEASES_SHOWN,
+and says so with a link to all of them when there are more; ended leases are never
+among them."""
+
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from rental.models import Reservation
+from rental.views.projects import PROJECT_LEASES_SHOWN
+from tests.billing.helpers import lease
+
+
+def in_progress(f0, count: int) -> list[Reservation]:
+    now = timezone.now()
+    made = []
+    for n in range(count):
+        made.append(lease(f0, f0.alpha, status=("active", "queued", "scheduled")[n % 3]))
+        Reservation.objects.filter(pk=made[-1].pk).update(submitted_at=now - timedelta(hours=n))
+    lease(f0, f0.alpha, status="ended")  # the newest of all, and never shown
+    return made  # newest first
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("extra", [0, 1, 7])
+def test_the_newest_leases_in_progress_are_shown_and_the_rest_are_a_link_away(f0, client, extra):
+    made = in_progress(f0, PROJECT_LEASES_SHOWN + extra)
+    client.force_login(f0.alpha_manager)
+    page = client.get(reverse("rental:project", args=[f0.alpha.slug]))
+    shown = [row.pk for row in page.context["leases"]]
+    assert shown == [row.pk for row in made[:PROJECT_LEASES_SHOWN]]
+    text = page.content.decode()
+    assert ('id="project-more-leases"' in text) == (extra > 0)
+    if extra:
+        assert f"The {PROJECT_LEASES_SHOWN} newest leases in progress are shown." in text
+        assert f"{reverse('rental:leases')}?project={f0.alpha.slug}" in text
+
+
+@pytest.mark.django_db
+def test_a_few_leases_in_progress_are_all_shown(f0, client):
+    made = in_progress(f0, 3)
+    client.force_login(f0.alpha_manager)
+    page = client.get(reverse("rental:project", args=[f0.alpha.slug]))
+    assert [row.pk for row in page.context["leases"]] == [row.pk for row in made]
+    assert 'id="project-more-leases"' not in page.content.decode()
