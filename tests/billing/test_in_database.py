@@ -4,8 +4,11 @@ import random
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 
+from billing.periods import GROUP_FIELDS
 from billing.statements import compute_period
+from rental.models import UsageRecord
 from tests.billing.helpers import at, lease, run
 
 REASONS = ["user", "lease_end", "idle", "preempted", "spot_interrupted", "provider"]
@@ -45,3 +48,20 @@ def test_the_aggregate_matches_the_rule_on_awkward_runs(f0, seed):
             by_row = compute_period(period=period, now=now, in_database=False)
             assert signature(in_db) == signature(by_row)
             assert in_db.total() == by_row.total()
+
+
+@pytest.mark.django_db
+def test_postgresql_knows_how_many_groups_the_months_usage_makes():
+    """The bill's aggregate groups runs by GROUP_FIELDS; PostgreSQL estimates its groups
+    from statistics on exactly those columns (rental migration 0026), or it expects
+    hundreds of thousands and sorts the month instead of hashing it."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT a.attname FROM pg_statistic_ext s "
+            "JOIN pg_attribute a ON a.attrelid = s.stxrelid AND a.attnum = ANY(s.stxkeys) "
+            "WHERE s.stxname = 'usage_billing_groups' AND 'd' = ANY(s.stxkind)"
+        )
+        columns = {name for (name,) in cursor.fetchall()}
+    assert columns == {
+        UsageRecord._meta.get_field(f.removesuffix("_id")).column for f in GROUP_FIELDS
+    }
