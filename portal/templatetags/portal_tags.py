@@ -13,6 +13,7 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
 from portal.choice_labels import choice_label
+from portal.paths import named_path
 
 register = template.Library()
 
@@ -148,6 +149,13 @@ def status_pill(obj: Any, element_id: str = "") -> SafeString | str:
 @register.simple_tag
 def tier_pill(obj: Any) -> SafeString | str:
     return pill(obj.tier, choice_label(obj, "tier"), "tier") if obj.tier else EMPTY
+
+
+@register.simple_tag(name="path")
+def path_tag(name: str) -> str:
+    """``{% path 'dashboard' %}``: ``{% url 'dashboard' %}`` for a URL without arguments,
+    reversed once per process (``portal.paths.named_path``)."""
+    return named_path(name)
 
 
 @register.filter

@@ -79,3 +79,16 @@ def test_path_of_is_reverse(prefix):
             assert project.get_absolute_url() == reverse("rental:project", kwargs={"slug": slug})
     finally:
         set_script_prefix("/")
+
+
+@pytest.mark.parametrize("prefix", ["/", "/portal/"])
+def test_the_path_tag_is_the_url_tag(prefix):
+    names = ["dashboard", "rental:leases", "rental:projects", "billing:finance", "logout"]
+    set_script_prefix(prefix)
+    try:
+        for name in names:
+            fast = Template("{% load portal_tags %}{% path name %}").render(Context({"name": name}))
+            assert fast == Template("{% url name %}").render(Context({"name": name}))
+            assert fast == reverse(name)
+    finally:
+        set_script_prefix("/")
