@@ -263,6 +263,16 @@ class Reservation(models.Model):
             ),
             # The requests waiting for approval, oldest first, and the lists of one status.
             models.Index(fields=["status", "submitted_at", "id"], name="lease_status_oldest_first"),
+            # The GPUs running per pool and per project (``selectors.quotas_in_use``: the
+            # project page, the request form and its estimate), read from the index alone:
+            # only the leases holding GPUs are in it, with their count and tier. Its
+            # statuses are ``HOLDING``, which those sums name, so that the index serves them.
+            models.Index(
+                fields=["gpu_model", "project"],
+                include=["gpu_count", "tier"],
+                condition=models.Q(status__in=["provisioning", "active", "ending"]),
+                name="lease_holding_gpus",
+            ),
         ]
         constraints = [
             models.CheckConstraint(

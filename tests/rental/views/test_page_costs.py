@@ -179,3 +179,23 @@ def test_the_in_progress_index_holds_the_statuses_the_panel_asks_for():
     ((lookup, statuses),) = index.condition.children
     assert lookup == "status__in"
     assert tuple(statuses) == selectors.IN_PROGRESS
+
+
+def test_the_holding_index_holds_the_statuses_the_running_sums_ask_for():
+    index = next(index for index in Reservation._meta.indexes if index.name == "lease_holding_gpus")
+    ((lookup, statuses),) = index.condition.children
+    assert lookup == "status__in"
+    assert tuple(statuses) == Reservation.HOLDING
+    assert tuple(index.include) == ("gpu_count", "tier")
+
+
+@pytest.mark.django_db
+def test_the_running_sums_can_be_read_from_the_holding_index(f0, site):
+    """The pool's running GPUs (quotas_in_use's sum) are found through the partial index
+    (the table scans are turned off so that the tiny test table does not win)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL enable_bitmapscan = off")
+    holding = Reservation.objects.filter(gpu_model=f0.model, status__in=Reservation.HOLDING)
+    plan = holding.values("gpu_count").explain()
+    assert "lease_holding_gpus" in plan, plan
