@@ -7,8 +7,9 @@ over, bookings take their GPUs back at start − notice (R4) and run their windo
 every such instant the queue is admitted as ``queue.admit_in_pool`` admits it (Q3, then
 Q5 order through ``queue_rules.queue_order``, Q2/Q4 through ``admission_rules.decide``,
 Q6/Q7 by ``choose_victims``' rule kept over ordered lists in ``expected_start_state``
-(``choose_victims`` itself compares candidates pairwise, too slow for a pool of thousands;
-the scale test holds the two to the same answers), R2 beside bookings and L over time through
+(``choose_victims`` sorts all its candidates at each call, the play keeps them in order as
+leases start and end, so a step costs what it takes, not the pool's size; the scale test
+holds the two to the same answers), R2 beside bookings and L over time through
 the sweep of ``reservation_rules``). A lease's expected start is the first instant at
 which that play admits it, or the end of the notice of the victims it takes; so it is
 never earlier than the rules allow on what is known now.

@@ -286,8 +286,8 @@ class PoolState:
         """``reclaim_rules.choose_victims`` over the running leases not under notice
         (``lease`` left out), from the pool's sums and orders: None at once when all of
         them would not cover what is wanted; else greedy in Q6 order until covered, then
-        every victim not needed dropped, latest taken first. (``choose_victims`` itself
-        looks each candidate up in lists, which costs seconds over thousands of them.)"""
+        every victim not needed dropped, latest taken first. (``choose_victims`` sorts all
+        its candidates at each call; here they are kept in order as leases come and go.)"""
         project = lease.project_id
         wanted = (need - free, *short)
         beyond, guaranteed, counted = self.eligible(project, priority, mode)

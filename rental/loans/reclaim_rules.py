@@ -48,8 +48,11 @@ def reclaim_order(
     def newest_lowest(lease: Candidate) -> tuple:
         return (-PRIORITY_RANK[lease.priority], -lease.started.timestamp(), -lease.id)
 
-    spot = [c for c in candidates if c.market == Market.SPOT or c.tier == Tier.SPOT]
-    rest = [c for c in candidates if c not in spot]
+    def is_spot(lease: Candidate) -> bool:
+        return lease.market == Market.SPOT or lease.tier == Tier.SPOT
+
+    spot = [c for c in candidates if is_spot(c)]
+    rest = [c for c in candidates if not is_spot(c)]
     order = sorted(spot, key=newest_lowest)
     if mode == BURST:
         return order
@@ -125,8 +128,12 @@ def choose_victims(
         freed = plus(freed, candidate)
     if not covered(freed):
         return None
-    for candidate in reversed(list(chosen)):
-        if covered(plus(freed, candidate, -1)):
-            chosen.remove(candidate)
-            freed = plus(freed, candidate, -1)
-    return chosen
+    # Latest taken first, each dropped when the rest still cover; marked by place, so the
+    # pass is linear however many were taken.
+    kept = [True] * len(chosen)
+    for place in range(len(chosen) - 1, -1, -1):
+        without = plus(freed, chosen[place], -1)
+        if covered(without):
+            kept[place] = False
+            freed = without
+    return [candidate for candidate, keep in zip(chosen, kept, strict=True) if keep]
