@@ -261,6 +261,6 @@ def test_the_list_is_a_fixed_number_of_queries(closed, extra, django_assert_num_
     services.close_period(period=at(2026, 3, 1), now=MAY)
     client = as_user(closed.finance)
     client.get("/api/v1/statements")
-    with django_assert_num_queries(5):
+    with django_assert_num_queries(4):
         response = client.get("/api/v1/statements?page_size=200")
     assert response.json()["count"] == 3 + 3 + extra  # April, and March for every project
