@@ -105,3 +105,6 @@ def test_the_queue_shows_a_page_of_places_in_order(f0, client, monkeypatch):
     pool_page = client.get(reverse("rental:pool", args=[f0.pool.pk]), {"queue_page": 2})
     assert f"{url}?queue_page=2" in pool_page.content.decode()
     assert client.get(url, {"queue_page": "nonsense"}).context["queue_rows"][0].place == 1
+    # A page of one place says so in the singular.
+    monkeypatch.setattr("rental.views.pools.QUEUE_PER_PAGE", 11)
+    assert "Place 12 of 12" in client.get(url, {"queue_page": 2}).content.decode()
