@@ -18,6 +18,15 @@ def navigation(request: HttpRequest) -> dict[str, Any]:
             "is_finance": access.is_finance(user),
             "is_member": bool(roles),
             "is_manager": access.manages_any(user),
-            "unread": user.notifications.filter(read_at__isnull=True).count(),
+            "unread": unread_count(user),
         }
     }
+
+
+def unread_count(user) -> int:
+    """The user's unread notifications: as read with the session's user
+    (``login_throttle.ThrottledModelBackend.get_user``), else counted here."""
+    unread = getattr(user, "_portal_unread", None)
+    if unread is None:
+        unread = user.notifications.filter(read_at__isnull=True).count()
+    return unread

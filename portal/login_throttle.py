@@ -39,7 +39,8 @@ from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Count, Exists, IntegerField, OuterRef, Subquery
+from django.db.models.functions import Coalesce
 from django.dispatch import receiver
 from django.http import HttpRequest
 from django.utils import timezone
@@ -49,7 +50,7 @@ from django.utils.translation import ngettext
 from portal import access, audit
 from portal.client_address import client_address
 from portal.errors import InvalidTransition, NotPermitted
-from portal.models import FINANCE_GROUP, AuditEvent, LoginLock
+from portal.models import FINANCE_GROUP, AuditEvent, LoginLock, Notification
 from portal.service_tokens import is_service_account
 
 # Where a request keeps what its check answered, so the page's check and the backend's
@@ -326,13 +327,23 @@ class ThrottledModelBackend(ModelBackend):
 
     def get_user(self, user_id: Any) -> Any:
         """The session's user, read with its service token (so that
-        ``user_can_authenticate`` costs a request nothing more) and whether it is in the
-        finance group (``access.is_finance``, which every page's navigation asks), in the
-        same query."""
+        ``user_can_authenticate`` costs a request nothing more), whether it is in the
+        finance group (``access.is_finance``) and its unread notifications as the request
+        starts (the navigation's bell): what every page asks, in the same query."""
         finance = Group.objects.filter(user=OuterRef("pk"), name=FINANCE_GROUP)
+        unread = (
+            Notification.objects.filter(user=OuterRef("pk"), read_at__isnull=True)
+            .order_by()
+            .values("user")
+            .annotate(n=Count("pk"))
+            .values("n")
+        )
         users = get_user_model()._default_manager.select_related("service_token")
         try:
-            user = users.annotate(_portal_is_finance=Exists(finance)).get(pk=user_id)
+            user = users.annotate(
+                _portal_is_finance=Exists(finance),
+                _portal_unread=Coalesce(Subquery(unread, output_field=IntegerField()), 0),
+            ).get(pk=user_id)
         except get_user_model().DoesNotExist:
             return None
         return user if self.user_can_authenticate(user) else None

@@ -297,9 +297,9 @@ def test_a_page_costs_the_same_queries_at_any_size(f0, client, count):
     assert len(re.findall(rb'<tr id="audit-', answer.content)) == min(count, AUDIT_PAGE_SIZE)
     # The session and the user, the filter's projects (people are typed, not listed), the
     # page (no count: pages follow a cursor), one query per kind of object on it (pool,
-    # quota, project, offering), and the navigation's two (roles, unread; whether the
-    # user is in finance comes with the user).
-    assert len(queries) == 10, [q["sql"][:80] for q in queries]
+    # quota, project, offering), and the navigation's roles (whether the user is in
+    # finance and its unread notifications come with the user).
+    assert len(queries) == 9, [q["sql"][:80] for q in queries]
 
 
 @pytest.mark.django_db
