@@ -19,8 +19,8 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from rental.loans.queue_rules import Waiting
-from rental.loans.reclaim_rules import BURST, PRIORITY_RANK, RESERVED
-from rental.models import Market, Priority, Tier
+from rental.loans.reclaim_rules import BURST, PRIORITY_RANK, RESERVED, is_spot
+from rental.models import Priority, Tier
 
 
 @dataclass(frozen=True)
@@ -57,11 +57,6 @@ class Lease:
 
 KEPT_TIERS = (Tier.GUARANTEED, Tier.RESERVED)
 OWN_PRIORITIES = (Priority.LEARNING, Priority.EXPERIMENT)
-
-
-def is_spot(lease: Lease) -> bool:
-    """Q6's first group: a spot lease, by its market or its tier."""
-    return lease.market == Market.SPOT or lease.tier == Tier.SPOT
 
 
 def victim_order(lease: Lease) -> tuple:

@@ -6,6 +6,7 @@ pool lock, calls ``choose_victims`` and writes the notices.
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from rental.models import Market, Priority, Tier
 
@@ -31,6 +32,12 @@ class Candidate:
     started: datetime
 
 
+def is_spot(lease: Any) -> bool:
+    """Q6's first group: a spot lease, by its market or its tier (a ``Candidate``, or
+    any lease with the two)."""
+    return lease.market == Market.SPOT or lease.tier == Tier.SPOT
+
+
 def reclaim_order(
     candidates: list[Candidate], *, project_id: int, priority: str, mode: str
 ) -> list[Candidate]:
@@ -47,9 +54,6 @@ def reclaim_order(
 
     def newest_lowest(lease: Candidate) -> tuple:
         return (-PRIORITY_RANK[lease.priority], -lease.started.timestamp(), -lease.id)
-
-    def is_spot(lease: Candidate) -> bool:
-        return lease.market == Market.SPOT or lease.tier == Tier.SPOT
 
     spot = [c for c in candidates if is_spot(c)]
     rest = [c for c in candidates if not is_spot(c)]
@@ -102,7 +106,7 @@ def choose_victims(
 
     def gives(lease: Candidate) -> tuple[int, int, int]:
         own = lease.project_id == project_id
-        counted = own and lease.tier != Tier.SPOT and lease.market != Market.SPOT
+        counted = own and not is_spot(lease)
         return (
             lease.gpus,
             lease.gpus if own and lease.tier == Tier.GUARANTEED else 0,
