@@ -133,8 +133,7 @@ def panel_leases(request: HttpRequest) -> HttpResponse:
         request,
         "rental/leases/_panel_leases.html",
         {
-            "leases": leases[:PROJECT_LEASES_SHOWN],
-            "more_leases": len(leases) > PROJECT_LEASES_SHOWN,
+            "leases": leases,
             "polling": any_changing(leases),
             "is_member": bool(access.roles(request.user)),
         },
