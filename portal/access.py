@@ -14,11 +14,11 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import CharField, Model, QuerySet, Value
+from django.db.models import Model, QuerySet
 from django.http import Http404, HttpRequest
-from django.utils import timezone
 
-from portal.models import FINANCE_GROUP, Membership, Project, ServiceToken
+from portal import session_user
+from portal.models import FINANCE_GROUP, Membership, Project
 
 User = AbstractBaseUser | AnonymousUser
 M = TypeVar("M", bound=Model)
@@ -48,22 +48,7 @@ def roles(user: User) -> dict[int, str]:
         return {}
     cached = getattr(user, "_portal_roles", None)
     if cached is None:
-        members = Membership.objects.filter(user=user, project__is_active=True).values_list(
-            "project_id", "role"
-        )
-        # A service token's account (portal/service_tokens.py) has an engineer's reach in
-        # its token's project while the token is usable; it is a member of nothing.
-        as_token = (
-            ServiceToken.objects.filter(
-                account=user,
-                project__is_active=True,
-                revoked_at__isnull=True,
-                expires_at__gt=timezone.now(),
-            )
-            .annotate(role=Value(Membership.Role.ENGINEER.value, output_field=CharField()))
-            .values_list("project_id", "role")
-        )
-        cached = dict(members.order_by().union(as_token.order_by()))
+        cached = session_user.roles(user.pk)
         user._portal_roles = cached
     return cached
 

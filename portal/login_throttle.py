@@ -32,25 +32,21 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
-from django.contrib.auth.models import Group
 from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Count, Exists, IntegerField, OuterRef, Subquery
-from django.db.models.functions import Coalesce
 from django.dispatch import receiver
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from portal import access, audit
+from portal import access, audit, session_user
 from portal.client_address import client_address
 from portal.errors import InvalidTransition, NotPermitted
-from portal.models import FINANCE_GROUP, AuditEvent, LoginLock, Notification
+from portal.models import AuditEvent, LoginLock
 from portal.service_tokens import is_service_account
 
 # Where a request keeps what its check answered, so the page's check and the backend's
@@ -326,27 +322,14 @@ class ThrottledModelBackend(ModelBackend):
         return super().user_can_authenticate(user) and not is_service_account(user)
 
     def get_user(self, user_id: Any) -> Any:
-        """The session's user, read with its service token (so that
-        ``user_can_authenticate`` costs a request nothing more), whether it is in the
-        finance group (``access.is_finance``) and its unread notifications as the request
-        starts (the navigation's bell): what every page asks, in the same query."""
-        finance = Group.objects.filter(user=OuterRef("pk"), name=FINANCE_GROUP)
-        unread = (
-            Notification.objects.filter(user=OuterRef("pk"), read_at__isnull=True)
-            .order_by()
-            .values("user")
-            .annotate(n=Count("pk"))
-            .values("n")
-        )
-        users = get_user_model()._default_manager.select_related("service_token")
-        try:
-            user = users.annotate(
-                _portal_is_finance=Exists(finance),
-                _portal_unread=Coalesce(Subquery(unread, output_field=IntegerField()), 0),
-            ).get(pk=user_id)
-        except get_user_model().DoesNotExist:
+        """The session's user with whether it is in the finance group
+        (``access.is_finance``) and its unread notifications as the request starts (the
+        navigation's bell): what every page asks, in one written-out statement
+        (``portal.session_user``). A service token's account is no one's session."""
+        user = session_user.read(user_id)
+        if user is None or user._portal_is_token:
             return None
-        return user if self.user_can_authenticate(user) else None
+        return user if super().user_can_authenticate(user) else None
 
 
 @receiver(user_login_failed)

@@ -182,10 +182,10 @@ def test_the_lists_are_a_fixed_number_of_queries(f0, count, django_assert_num_qu
         factories.member(factories.user(f"u{index:02}"), f0.alpha)
     client = as_user(f0.alice)
     client.get("/api/v1/projects")
-    with django_assert_num_queries(5):
+    with django_assert_num_queries(4):
         projects = client.get("/api/v1/projects?page_size=200").json()
     assert projects["count"] == count + 1
-    with django_assert_num_queries(6):
+    with django_assert_num_queries(5):
         members = client.get(members_url("alpha") + "?page_size=200").json()
     assert members["count"] == count + 2
 
