@@ -273,6 +273,14 @@ class Reservation(models.Model):
                 condition=models.Q(status__in=["provisioning", "active", "ending"]),
                 name="lease_holding_gpus",
             ),
+            # The leases and GPUs each project runs (``selectors.projects_overview``: the
+            # projects list), read from the index alone, a project's entries at a time.
+            models.Index(
+                fields=["project"],
+                include=["id", "gpu_count"],
+                condition=models.Q(status__in=["provisioning", "active", "ending"]),
+                name="lease_holding_by_project",
+            ),
         ]
         constraints = [
             models.CheckConstraint(
