@@ -152,3 +152,7 @@ PORTAL_EXPECTED_START_SECONDS = env_int("PORTAL_EXPECTED_START_MILLISECONDS", 60
 PORTAL_EXPECTED_START_FORECAST_SECONDS = env_int("PORTAL_EXPECTED_START_FORECAST_SECONDS", 60)
 # A forecast older than three beats is not shown (the beat stopped): pages play live again.
 PORTAL_EXPECTED_START_FORECAST_TTL = 3 * PORTAL_EXPECTED_START_FORECAST_SECONDS
+# Two indexes of the leases carry extra columns (INCLUDE) so that PostgreSQL answers the
+# running sums from the index alone; SQLite (the demo) indexes their key columns only and
+# says so on every command (models.W040), which is expected there and nothing to act on.
+SILENCED_SYSTEM_CHECKS = ["models.W040"]
