@@ -4,8 +4,10 @@ quota changes) and the dashboard's panels of leases and approvals."""
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
+from django.db.models import OuterRef, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.translation import gettext as _
@@ -89,10 +91,13 @@ def project_context(
             form = quota_decision_form(asked.pk)
         asked_list.append((asked, may_decide, form))
     # The newest leases in progress (through the project's newest-first index), one more
-    # than shown to know whether the list of all of them has more.
+    # than shown to know whether the list of all of them has more. The requester's name is
+    # looked up row by row through its key: joined, PostgreSQL hashed every user for them.
+    requester = get_user_model().objects.filter(pk=OuterRef("requester_id"))
     leases = list(
         project.reservations.filter(status__in=selectors.IN_PROGRESS)
-        .select_related("requester", "gpu_model")
+        .select_related("gpu_model")
+        .annotate(requester_name=Subquery(requester.values(get_user_model().USERNAME_FIELD)))
         .order_by("-submitted_at", "-pk")[: PROJECT_LEASES_SHOWN + 1]
     )
     quota_use = selectors.project_quota_use(project)

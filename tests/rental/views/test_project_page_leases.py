@@ -45,3 +45,15 @@ def test_a_few_leases_in_progress_are_all_shown(f0, client):
     page = client.get(reverse("rental:project", args=[f0.alpha.slug]))
     assert [row.pk for row in page.context["leases"]] == [row.pk for row in made]
     assert 'id="project-more-leases"' not in page.content.decode()
+
+
+@pytest.mark.django_db
+def test_each_lease_shows_who_asked_for_it(f0, client):
+    made = in_progress(f0, 2)
+    Reservation.objects.filter(pk=made[1].pk).update(requester=f0.alpha_manager)
+    client.force_login(f0.alpha_manager)
+    text = client.get(reverse("rental:project", args=[f0.alpha.slug])).content.decode()
+    rows = text.split('<table class="table table-cards" id="project-lease-table">')[1]
+    rows = rows.split("</table>")[0].split("<tr>")[2:]
+    assert f"<td>{made[0].requester.get_username()}</td>" in rows[0]
+    assert f"<td>{f0.alpha_manager.get_username()}</td>" in rows[1]
