@@ -323,9 +323,10 @@ class ThrottledModelBackend(ModelBackend):
 
     def get_user(self, user_id: Any) -> Any:
         """The session's user with whether it is in the finance group
-        (``access.is_finance``) and its unread notifications as the request starts (the
-        navigation's bell): what every page asks, in one written-out statement
-        (``portal.session_user``). A service token's account is no one's session."""
+        (``access.is_finance``), its unread notifications as the request starts (the
+        navigation's bell) and its roles (``access.roles``): what every page asks, in one
+        written-out statement (``portal.session_user``). A service token's account is no
+        one's session."""
         user = session_user.read(user_id)
         if user is None or user._portal_is_token:
             return None
