@@ -31,6 +31,14 @@ from portal.models import FINANCE_GROUP, Membership
 FLAGS = ("_portal_is_finance", "_portal_unread", "_portal_is_token")
 
 
+# A person's memberships of active projects: their roles, in both statements below.
+MEMBERSHIPS = (
+    "SELECT {blanks}m.project_id, m.role FROM portal_membership m"
+    " JOIN portal_project p ON p.id = m.project_id"
+    " WHERE m.user_id = %s AND p.is_active"
+)
+
+
 @cache
 def _columns() -> tuple[str, ...]:
     return tuple(field.attname for field in get_user_model()._meta.concrete_fields)
@@ -54,9 +62,7 @@ def _sql() -> str:
         " EXISTS (SELECT 1 FROM portal_servicetoken t WHERE t.account_id = u.id),"
         " NULL, NULL"
         f" FROM {table} u WHERE u.id = %s"
-        f" UNION ALL SELECT {blanks}m.project_id, m.role FROM portal_membership m"
-        " JOIN portal_project p ON p.id = m.project_id"
-        " WHERE m.user_id = %s AND p.is_active"
+        f" UNION ALL {MEMBERSHIPS.format(blanks=blanks)}"
     )
 
 
@@ -81,10 +87,7 @@ def read(user_id: Any) -> Any:
 
 
 ROLES_SQL = (
-    "SELECT m.project_id, m.role FROM portal_membership m"
-    " JOIN portal_project p ON p.id = m.project_id"
-    " WHERE m.user_id = %s AND p.is_active"
-    " UNION SELECT t.project_id, %s FROM portal_servicetoken t"
+    MEMBERSHIPS.format(blanks="") + " UNION SELECT t.project_id, %s FROM portal_servicetoken t"
     " JOIN portal_project p ON p.id = t.project_id"
     " WHERE t.account_id = %s AND p.is_active AND t.revoked_at IS NULL AND t.expires_at > %s"
 )
