@@ -5,11 +5,14 @@ among them."""
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
 from rental.models import Reservation
 from rental.views.projects import PROJECT_LEASES_SHOWN
+from tests import factories
 from tests.billing.helpers import lease
 
 
@@ -57,3 +60,24 @@ def test_each_lease_shows_who_asked_for_it(f0, client):
     rows = rows.split("</table>")[0].split("<tr>")[2:]
     assert f"<td>{made[0].requester.get_username()}</td>" in rows[0]
     assert f"<td>{f0.alpha_manager.get_username()}</td>" in rows[1]
+
+
+@pytest.mark.django_db
+def test_the_page_costs_the_same_queries_however_many_leases_and_members_it_shows(f0, client):
+    """The rows read only some of their columns: a column a row draws but did not read
+    would cost a query a row."""
+    client.force_login(f0.alpha_manager)
+    url = reverse("rental:project", args=[f0.alpha.slug])
+    lease(f0, f0.alpha, status="queued")
+    with CaptureQueriesContext(connection) as few:
+        first = client.get(url)
+    # Waiting, so that none runs above the ceiling (which reads who approved it).
+    for _n in range(PROJECT_LEASES_SHOWN):
+        lease(f0, f0.alpha, status="queued")
+    for n in range(6):
+        factories.member(factories.user(f"extra-{n}"), f0.alpha)
+    with CaptureQueriesContext(connection) as many:
+        second = client.get(url)
+    assert len(second.context["leases"]) == PROJECT_LEASES_SHOWN
+    assert second.context["members"].count() == first.context["members"].count() + 6
+    assert len(many) == len(few)
