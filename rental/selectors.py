@@ -313,7 +313,8 @@ def lease_rows(queryset: QuerySet[Reservation]) -> QuerySet[Reservation]:
 
 def projects_overview(projects: QuerySet[Project]) -> QuerySet[Project]:
     """Projects annotated with ``members_count``, ``live_leases`` and ``running_gpus``, in one
-    query (subqueries, so the counts do not multiply each other)."""
+    query (subqueries, so the counts do not multiply each other). The projects list reads
+    this written out (``rental.project_rows``), held to it by a test."""
     holding = Reservation.objects.filter(project=OuterRef("pk"), status__in=Reservation.HOLDING)
     # Each count a subquery per project row: no join multiplies the rows the others read.
     members = Membership.objects.filter(project=OuterRef("pk")).order_by()

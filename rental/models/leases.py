@@ -273,8 +273,9 @@ class Reservation(models.Model):
                 condition=models.Q(status__in=["provisioning", "active", "ending"]),
                 name="lease_holding_gpus",
             ),
-            # The leases and GPUs each project runs (``selectors.projects_overview``: the
-            # projects list), read from the index alone, a project's entries at a time.
+            # The leases and GPUs each project runs (``selectors.projects_overview``, as
+            # ``rental.project_rows`` writes it out for the projects list), read from the
+            # index alone, a project's entries at a time.
             models.Index(
                 fields=["project"],
                 include=["id", "gpu_count"],

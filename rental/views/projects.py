@@ -17,6 +17,7 @@ from rental import selectors
 from rental.forms import DecisionForm, QuotaRequestForm
 from rental.loans import quota_requests
 from rental.models import QuotaRequest, Reservation
+from rental.project_rows import ProjectRows
 from rental.views.leases import any_changing
 
 # Rows of the projects list a page shows.
@@ -47,10 +48,8 @@ def project_list(request: HttpRequest) -> HttpResponse:
     """The projects a person can see, a page at a time: a page reads and draws its own
     rows' figures, whatever the number of projects."""
     roles = access.roles(request.user)
-    projects = selectors.projects_overview(access.visible_projects(request.user)).order_by(
-        "-is_active", "name"
-    )
-    page = Paginator(projects, PROJECTS_PER_PAGE).get_page(request.GET.get("page"))
+    among = None if access.sees_everything(request.user) else roles
+    page = Paginator(ProjectRows(among), PROJECTS_PER_PAGE).get_page(request.GET.get("page"))
     rows = [(project, roles.get(project.pk)) for project in page]
     return render(request, "rental/leases/projects.html", {"rows": rows, "page": page})
 
