@@ -26,6 +26,7 @@ from django.db import connection
 from django.utils import timezone
 
 from portal.models import FINANCE_GROUP, Membership
+from portal.sql_rows import instance
 
 # What each request sets on its user beside the model's fields.
 FLAGS = ("_portal_is_finance", "_portal_unread", "_portal_is_token")
@@ -77,7 +78,7 @@ def read(user_id: Any) -> Any:
     found = [row for row in rows if row[key] is not None]  # the user's row: its id
     if not found:
         return None
-    user = get_user_model().from_db(connection.alias, list(_columns()), found[0][:width])
+    user = instance(get_user_model(), _columns(), found[0][:width])
     is_finance, unread, is_token = found[0][width : width + len(FLAGS)]
     user._portal_is_finance = bool(is_finance)
     user._portal_unread = unread

@@ -18,6 +18,7 @@ from functools import cache, lru_cache
 from django.db import connection
 
 from portal.models import Membership, Project
+from portal.sql_rows import instance
 from rental.models import Reservation
 
 
@@ -73,7 +74,7 @@ class ProjectRows:
             rows = cursor.fetchall()
         width, found = len(_columns()), []
         for row in rows:
-            project = Project.from_db(connection.alias, list(_columns()), row[:width])
+            project = instance(Project, _columns(), row[:width])
             project.members_count, project.live_leases, project.running_gpus = row[width:]
             found.append(project)
         return found
