@@ -353,9 +353,24 @@ class QuotaUse:
 
 def project_quota_use(project: Project | int) -> list[QuotaUse]:
     """Every quota of a project with its standing, in one query (``quotas_in_use``; one
-    more when a quota runs above its ceiling, to say who approved it)."""
-    quotas = list(quotas_in_use(Quota.objects.filter(project=project)).order_by("gpu_model__name"))
-    # Why a quota runs above its ceiling, read only when one does (one more query).
+    more when a quota runs above its ceiling, to say who approved it). The project's page
+    reads this written out (``rental.project_reads.quota_use``), held to it by a test."""
+    quotas = list(
+        quotas_in_use(Quota.objects.filter(project=project)).order_by("gpu_model__name", "pk")
+    )
+    capacities = {
+        quota.gpu_model_id: pool.capacity if (pool := pool_of(quota.gpu_model)) else 0
+        for quota in quotas
+    }
+    return quota_uses(project, quotas, capacities)
+
+
+def quota_uses(
+    project: Project | int, quotas: list[Quota], capacities: dict[int, int]
+) -> list[QuotaUse]:
+    """The standing of ``quotas``, annotated as ``quotas_in_use`` does, in their pools of
+    ``capacities`` GPUs (by model); who approved the leases above a ceiling is read only
+    when one runs above it (one query)."""
     above = [quota.gpu_model_id for quota in quotas if quota.used > quota.ceiling]
     approvals = approved_beyond(project, above) if above else {}
     return [
@@ -366,7 +381,7 @@ def project_quota_use(project: Project | int) -> list[QuotaUse]:
                 ceiling=quota.ceiling,
                 used_guaranteed=quota.used_guaranteed,
                 used=quota.used,
-                pool_capacity=pool_of(quota.gpu_model).capacity if pool_of(quota.gpu_model) else 0,
+                pool_capacity=capacities[quota.gpu_model_id],
                 pool_running=quota.pool_running,
                 approved_beyond=approvals.get(quota.gpu_model_id, ()),
             ),

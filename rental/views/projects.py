@@ -4,16 +4,14 @@ quota changes) and the dashboard's panels of leases and approvals."""
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import OuterRef, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.translation import gettext as _
 
 from portal import access
-from rental import selectors
+from rental import project_reads, selectors
 from rental.forms import DecisionForm, QuotaRequestForm
 from rental.loans import quota_requests
 from rental.models import QuotaRequest, Reservation
@@ -24,21 +22,6 @@ from rental.views.leases import any_changing
 PROJECTS_PER_PAGE = 25
 # Leases in progress a project's page shows, the newest; the lease list has them all.
 PROJECT_LEASES_SHOWN = 25
-# The columns a row of those leases draws (of 34): each one more is compiled, sent and
-# parsed for every row, ten of them dates. The project's key too: the rows are read
-# through the project, which Django sets on each of them by that key.
-PROJECT_LEASE_COLUMNS = (
-    "project_id",
-    "requester_id",
-    "gpu_model__name",
-    "gpu_count",
-    "market",
-    "priority",
-    "tier",
-    "status",
-    "end",
-    "submitted_at",
-)
 
 # --- Projects --------------------------------------------------------------------------
 
@@ -94,28 +77,16 @@ def project_context(
     so that the refusal says why."""
     refused = quota_decision_forms or {}
     asked_list = []
-    for asked in (
-        QuotaRequest.objects.filter(project=project)
-        .select_related("gpu_model", "requested_by")
-        .order_by("-created_at")[:20]
-    ):
+    for asked in project_reads.quota_requests(project):
         may_decide = quota_requests.may_decide(request.user, asked)
         form = refused.get(asked.pk)
         if form is None and may_decide and asked.status == QuotaRequest.Status.PENDING:
             form = quota_decision_form(asked.pk)
         asked_list.append((asked, may_decide, form))
-    # The newest leases in progress (through the project's newest-first index), one more
-    # than shown to know whether the list of all of them has more. The requester's name is
-    # looked up row by row through its key: joined, PostgreSQL hashed every user for them.
-    requester = get_user_model().objects.filter(pk=OuterRef("requester_id"))
-    leases = list(
-        project.reservations.filter(status__in=selectors.IN_PROGRESS)
-        .select_related("gpu_model")
-        .only(*PROJECT_LEASE_COLUMNS)
-        .annotate(requester_name=Subquery(requester.values(get_user_model().USERNAME_FIELD)))
-        .order_by("-submitted_at", "-pk")[: PROJECT_LEASES_SHOWN + 1]
-    )
-    quota_use = selectors.project_quota_use(project)
+    # The newest leases in progress, one more than shown to know whether the list of all
+    # of them has more.
+    leases = project_reads.leases_in_progress(project, PROJECT_LEASES_SHOWN + 1)
+    quota_use = project_reads.quota_use(project)
     return {
         "quota_errors": {},
         "may_manage": access.can_manage(request.user, project),
@@ -125,9 +96,7 @@ def project_context(
         "leases": leases[:PROJECT_LEASES_SHOWN],
         "more_leases": len(leases) > PROJECT_LEASES_SHOWN,
         "quota_use": quota_use,
-        "members": project.memberships.select_related("user")
-        .only("project", "role", "user__username", "user__first_name", "user__last_name")
-        .order_by("role", "user__username"),
+        "members": project_reads.members(project),
         "can_request": access.can_request_for(request.user, project),
         "role": access.role_in(request.user, project),
         "quota_request_form": quota_request_form
