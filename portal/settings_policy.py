@@ -156,3 +156,7 @@ PORTAL_EXPECTED_START_FORECAST_TTL = 3 * PORTAL_EXPECTED_START_FORECAST_SECONDS
 # running sums from the index alone; SQLite (the demo) indexes their key columns only and
 # says so on every command (models.W040), which is expected there and nothing to act on.
 SILENCED_SYSTEM_CHECKS = ["models.W040"]
+# Form widgets are drawn from Django's own Jinja2 copies of its widget templates, the same
+# markup several times faster (portal/form_renderer.py); the admin's, which exist for
+# Django's template engine only, by that engine.
+FORM_RENDERER = "portal.form_renderer.JinjaFirst"
