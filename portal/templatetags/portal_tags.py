@@ -1,15 +1,19 @@
-"""Formatting for templates: money, durations and status pills. Decimal only, never float."""
+"""Formatting for templates: money, durations, status pills and the main navigation. Decimal
+only, never float."""
 
 import html
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from functools import lru_cache
 from typing import Any
 
 from django import template
 from django.conf import settings
 from django.template.defaultfilters import date as date_filter
+from django.template.loader import render_to_string
 from django.utils.dates import MONTHS_3
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 
 from portal.choice_labels import choice_label
@@ -193,3 +197,29 @@ def pairs(value: Any) -> list[tuple[Any, Any]]:
     if not value:
         return []
     return list(value.items())
+
+
+# What the main navigation is drawn from, besides the language and the page.
+NAV_ROLES = ("is_member", "is_manager", "is_admin", "is_finance")
+
+
+@register.simple_tag(takes_context=True)
+def main_nav(context: template.Context) -> SafeString:
+    """The main navigation (``portal/_main_nav.html``) for the request's language, page and
+    roles. It is most of the layout drawn on every page (two dozen translated words, links
+    and tests of the page), and nothing else changes it, so each process draws it once
+    for each language, page and set of roles (a few hundred at most); while templates are
+    being edited (``DEBUG``), every time."""
+    match = getattr(context.get("request"), "resolver_match", None)
+    nav = context.get("nav") or {}
+    key = (get_language(), match.view_name if match else "", *(bool(nav.get(r)) for r in NAV_ROLES))
+    return _draw_nav(*key) if settings.DEBUG else _kept_nav(*key)
+
+
+def _draw_nav(language: str | None, view: str, *roles: bool) -> SafeString:
+    """Drawn in the active language, which ``language`` names."""
+    context = {"view": view, "nav": dict(zip(NAV_ROLES, roles, strict=True))}
+    return mark_safe(render_to_string("portal/_main_nav.html", context))  # a template's output
+
+
+_kept_nav = lru_cache(maxsize=1024)(_draw_nav)
