@@ -26,7 +26,7 @@ from django.db import connection
 from django.utils import timezone
 
 from portal.models import FINANCE_GROUP, Membership
-from portal.sql_rows import instance
+from portal.sql_rows import columns, instance, select_list
 
 # What each request sets on its user beside the model's fields.
 FLAGS = ("_portal_is_finance", "_portal_unread", "_portal_is_token")
@@ -41,20 +41,14 @@ MEMBERSHIPS = (
 
 
 @cache
-def _columns() -> tuple[str, ...]:
-    return tuple(field.attname for field in get_user_model()._meta.concrete_fields)
-
-
-@cache
 def _sql() -> str:
     """The user's row with its flags, then one row per membership of an active project
     (the user's columns and flags NULL there): the flags are counted once, whatever the
     number of memberships."""
     table = get_user_model()._meta.db_table
-    columns = ", ".join(f"u.{connection.ops.quote_name(name)}" for name in _columns())
-    blanks = "NULL, " * (len(_columns()) + len(FLAGS))
+    blanks = "NULL, " * (len(columns(get_user_model())) + len(FLAGS))
     return (
-        f"SELECT {columns},"
+        f"SELECT {select_list('u', get_user_model())},"
         " EXISTS (SELECT 1 FROM auth_user_groups ug"
         " JOIN auth_group g ON g.id = ug.group_id"
         " WHERE ug.user_id = u.id AND g.name = %s),"
@@ -74,11 +68,12 @@ def read(user_id: Any) -> Any:
     with connection.cursor() as cursor:
         cursor.execute(_sql(), [FINANCE_GROUP, user_id, user_id])
         rows = cursor.fetchall()
-    width, key = len(_columns()), _columns().index(get_user_model()._meta.pk.attname)
+    names = columns(get_user_model())
+    width, key = len(names), names.index(get_user_model()._meta.pk.attname)
     found = [row for row in rows if row[key] is not None]  # the user's row: its id
     if not found:
         return None
-    user = instance(get_user_model(), _columns(), found[0][:width])
+    user = instance(get_user_model(), names, found[0][:width])
     is_finance, unread, is_token = found[0][width : width + len(FLAGS)]
     user._portal_is_finance = bool(is_finance)
     user._portal_unread = unread

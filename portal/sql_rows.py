@@ -1,4 +1,4 @@
-"""Model instances from the rows of a written-out statement.
+"""A written-out statement's columns, and model instances from its rows.
 
 ``Model.from_db`` is the ORM's own way in for a row: it takes the values of the columns
 read, in the model's order, and defers the others. Two things the ORM's converters do
@@ -35,3 +35,15 @@ def instance(model: type[Model], names: Sequence[str], values: Sequence[Any]) ->
             given[name] = value.replace(tzinfo=UTC)
     read = [name for name in order if name in given]
     return model.from_db(connection.alias, read, [given[name] for name in read])
+
+
+def columns(model: type[Model]) -> tuple[str, ...]:
+    """The model's columns as ``instance`` names them (attribute names), in its order."""
+    return _order(model)[0]
+
+
+def select_list(alias: str, model: type[Model]) -> str:
+    """Every column of ``model`` under the table's ``alias``, quoted, in ``columns``'s
+    order: ``p."id", p."slug", ...``."""
+    quote = connection.ops.quote_name
+    return ", ".join(f"{alias}.{quote(field.column)}" for field in model._meta.concrete_fields)

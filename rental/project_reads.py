@@ -20,10 +20,10 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import connection
-from django.db.models import Model, OuterRef, Subquery
+from django.db.models import OuterRef, Subquery
 
 from portal.models import Membership, Project
-from portal.sql_rows import instance
+from portal.sql_rows import columns, instance, select_list
 from rental import selectors
 from rental.models import GpuModel, Pool, Quota, QuotaRequest, Reservation, Tier
 
@@ -55,10 +55,6 @@ def _q(name: str) -> str:
     return connection.ops.quote_name(name)
 
 
-def _columns(model: type[Model]) -> tuple[str, ...]:
-    return tuple(field.attname for field in model._meta.concrete_fields)
-
-
 def _read(sql: str, params: Sequence[Any]) -> list[tuple]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -87,9 +83,8 @@ def _quotas_sql() -> str:
             f" WHERE r.gpu_model_id = q.gpu_model_id AND r.status IN ({holding}){more}), 0)"
         )
 
-    columns = ", ".join(f"q.{_q(name)}" for name in _columns(Quota))
     return (
-        f"SELECT {columns}, g.{_q('name')}, pl.{_q('capacity')},"
+        f"SELECT {select_list('q', Quota)}, g.{_q('name')}, pl.{_q('capacity')},"
         f" {running('')},"
         f" {running(' AND r.project_id = q.project_id AND r.tier = %s')},"
         f" {running(' AND r.project_id = q.project_id AND r.tier <> %s')}"
@@ -106,9 +101,9 @@ def quota_use(project: Project) -> list[selectors.QuotaUse]:
         return selectors.project_quota_use(project)
     statuses = [str(status) for status in Reservation.HOLDING]
     params = [*statuses, *statuses, str(Tier.GUARANTEED), *statuses, str(Tier.SPOT), project.pk]
-    width, quotas, capacities = len(_columns(Quota)), [], {}
+    width, quotas, capacities = len(columns(Quota)), [], {}
     for row in _read(_quotas_sql(), params):
-        quota = instance(Quota, _columns(Quota), row[:width])
+        quota = instance(Quota, columns(Quota), row[:width])
         name, capacity, quota.pool_running, quota.used_guaranteed, quota.used = row[width:]
         quota.gpu_model = instance(GpuModel, ("id", "name"), (quota.gpu_model_id, name))
         capacities[quota.gpu_model_id] = capacity or 0
@@ -167,7 +162,7 @@ def quota_requests_orm(project: Project) -> list[QuotaRequest]:
     return list(
         QuotaRequest.objects.filter(project=project)
         .select_related("gpu_model", "requested_by")
-        .only(*_columns(QuotaRequest), "gpu_model__name", *_requester_fields())
+        .only(*columns(QuotaRequest), "gpu_model__name", *_requester_fields())
         .order_by("-created_at", "-pk")[:QUOTA_REQUESTS_SHOWN]
     )
 
@@ -178,10 +173,9 @@ def _requester_fields() -> list[str]:
 
 @cache
 def _quota_requests_sql() -> str:
-    columns = ", ".join(f"c.{_q(name)}" for name in _columns(QuotaRequest))
     person = ", ".join(f"u.{_user_column(name)}" for name in PERSON_COLUMNS)
     return (
-        f"SELECT {columns}, g.{_q('name')}, {person}"
+        f"SELECT {select_list('c', QuotaRequest)}, g.{_q('name')}, {person}"
         f" FROM {_q(QuotaRequest._meta.db_table)} c"
         f" JOIN {_q(GpuModel._meta.db_table)} g ON g.id = c.gpu_model_id"
         f" JOIN {_user_table()} u ON u.id = c.requested_by_id"
@@ -193,9 +187,9 @@ def quota_requests(project: Project) -> list[QuotaRequest]:
     """The project's newest quota changes, each with its GPU model's name and who asked."""
     if not _written_out():
         return quota_requests_orm(project)
-    width, found = len(_columns(QuotaRequest)), []
+    width, found = len(columns(QuotaRequest)), []
     for row in _read(_quota_requests_sql(), [project.pk, QUOTA_REQUESTS_SHOWN]):
-        asked = instance(QuotaRequest, _columns(QuotaRequest), row[:width])
+        asked = instance(QuotaRequest, columns(QuotaRequest), row[:width])
         asked.gpu_model = instance(GpuModel, ("id", "name"), (asked.gpu_model_id, row[width]))
         asked.requested_by = instance(
             get_user_model(), ("id", *PERSON_COLUMNS), (asked.requested_by_id, *row[width + 1 :])

@@ -13,18 +13,13 @@ and SQLite (the demo) read alike.
 """
 
 from collections.abc import Collection
-from functools import cache, lru_cache
+from functools import lru_cache
 
 from django.db import connection
 
 from portal.models import Membership, Project
-from portal.sql_rows import instance
+from portal.sql_rows import columns, instance, select_list
 from rental.models import Reservation
-
-
-@cache
-def _columns() -> tuple[str, ...]:
-    return tuple(field.attname for field in Project._meta.concrete_fields)
 
 
 @lru_cache(maxsize=64)
@@ -37,10 +32,9 @@ def _sql(among: int | None) -> str:
         f" FROM {quote(Reservation._meta.db_table)} r"
         f" WHERE r.project_id = p.id AND r.status IN ({holding})"
     )
-    columns = ", ".join(f"p.{quote(name)}" for name in _columns())
     where = "" if among is None else f" WHERE p.id IN ({', '.join(['%s'] * among)})"
     return (
-        f"SELECT {columns},"
+        f"SELECT {select_list('p', Project)},"
         f" (SELECT COUNT(*) FROM {quote(Membership._meta.db_table)} m"
         " WHERE m.project_id = p.id),"
         f" (SELECT COUNT(*){leases}),"
@@ -72,9 +66,9 @@ class ProjectRows:
                 [*params, window.stop - window.start, window.start],
             )
             rows = cursor.fetchall()
-        width, found = len(_columns()), []
+        width, found = len(columns(Project)), []
         for row in rows:
-            project = instance(Project, _columns(), row[:width])
+            project = instance(Project, columns(Project), row[:width])
             project.members_count, project.live_leases, project.running_gpus = row[width:]
             found.append(project)
         return found
