@@ -69,6 +69,11 @@ def _user_column(name: str) -> str:
     return _q(get_user_model()._meta.get_field(name).column)
 
 
+def _person(alias: str) -> str:
+    """A person's ``PERSON_COLUMNS`` under the user table's ``alias``."""
+    return ", ".join(f"{alias}.{_user_column(name)}" for name in PERSON_COLUMNS)
+
+
 # --- Quotas -------------------------------------------------------------------------------
 
 
@@ -173,9 +178,8 @@ def _requester_fields() -> list[str]:
 
 @cache
 def _quota_requests_sql() -> str:
-    person = ", ".join(f"u.{_user_column(name)}" for name in PERSON_COLUMNS)
     return (
-        f"SELECT {select_list('c', QuotaRequest)}, g.{_q('name')}, {person}"
+        f"SELECT {select_list('c', QuotaRequest)}, g.{_q('name')}, {_person('u')}"
         f" FROM {_q(QuotaRequest._meta.db_table)} c"
         f" JOIN {_q(GpuModel._meta.db_table)} g ON g.id = c.gpu_model_id"
         f" JOIN {_user_table()} u ON u.id = c.requested_by_id"
@@ -212,9 +216,8 @@ def members_orm(project: Project) -> list[Membership]:
 
 @cache
 def _members_sql() -> str:
-    person = ", ".join(f"u.{_user_column(name)}" for name in PERSON_COLUMNS)
     return (
-        f"SELECT m.id, m.user_id, m.project_id, m.role, {person}"
+        f"SELECT m.id, m.user_id, m.project_id, m.role, {_person('u')}"
         f" FROM {_q(Membership._meta.db_table)} m JOIN {_user_table()} u ON u.id = m.user_id"
         f" WHERE m.project_id = %s ORDER BY m.role, u.{_user_column('username')}, m.id"
     )
