@@ -47,3 +47,10 @@ def select_list(alias: str, model: type[Model]) -> str:
     order: ``p."id", p."slug", ...``."""
     quote = connection.ops.quote_name
     return ", ".join(f"{alias}.{quote(field.column)}" for field in model._meta.concrete_fields)
+
+
+def written_out() -> bool:
+    """Whether written-out statements are read here: on PostgreSQL. Elsewhere (the demo's
+    SQLite, which hands plain SQL its decimals as floats) a module reads through the ORM
+    query it keeps beside its statement."""
+    return connection.vendor == "postgresql"

@@ -23,7 +23,7 @@ from django.db import connection
 from django.db.models import OuterRef, Subquery
 
 from portal.models import Membership, Project
-from portal.sql_rows import columns, instance, select_list
+from portal.sql_rows import columns, instance, select_list, written_out
 from rental import selectors
 from rental.models import GpuModel, Pool, Quota, QuotaRequest, Reservation, Tier
 
@@ -45,10 +45,6 @@ LEASE_COLUMNS = (
 # A quota change's requester and a member: what the page says of them.
 PERSON_COLUMNS = ("username", "first_name", "last_name")
 QUOTA_REQUESTS_SHOWN = 20
-
-
-def _written_out() -> bool:
-    return connection.vendor == "postgresql"
 
 
 def _q(name: str) -> str:
@@ -102,7 +98,7 @@ def _quotas_sql() -> str:
 
 def quota_use(project: Project) -> list[selectors.QuotaUse]:
     """Every quota of the project with its standing (``selectors.project_quota_use``)."""
-    if not _written_out():
+    if not written_out():
         return selectors.project_quota_use(project)
     statuses = [str(status) for status in Reservation.HOLDING]
     params = [*statuses, *statuses, str(Tier.GUARANTEED), *statuses, str(Tier.SPOT), project.pk]
@@ -148,7 +144,7 @@ def _leases_sql() -> str:
 def leases_in_progress(project: Project, limit: int) -> list[Reservation]:
     """The project's newest ``limit`` leases in progress, each with its GPU model's name
     and ``requester_name``, the columns a row draws only (``LEASE_COLUMNS``)."""
-    if not _written_out():
+    if not written_out():
         return leases_in_progress_orm(project, limit)
     params = [project.pk, *(str(status) for status in selectors.IN_PROGRESS), limit]
     width, leases = len(LEASE_COLUMNS), []
@@ -189,7 +185,7 @@ def _quota_requests_sql() -> str:
 
 def quota_requests(project: Project) -> list[QuotaRequest]:
     """The project's newest quota changes, each with its GPU model's name and who asked."""
-    if not _written_out():
+    if not written_out():
         return quota_requests_orm(project)
     width, found = len(columns(QuotaRequest)), []
     for row in _read(_quota_requests_sql(), [project.pk, QUOTA_REQUESTS_SHOWN]):
@@ -225,7 +221,7 @@ def _members_sql() -> str:
 
 def members(project: Project) -> list[Membership]:
     """The project's members by role, then name, each with the name the page shows."""
-    if not _written_out():
+    if not written_out():
         return members_orm(project)
     found = []
     for row in _read(_members_sql(), [project.pk]):

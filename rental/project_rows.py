@@ -8,8 +8,8 @@ page, more than running it, on every page of the list. So, like the session's us
 holds it to ``projects_overview``'s answers, page by page, for every kind of person.
 
 The counts are read through the same indexes (the holding leases by project, rental
-migration 0028; the memberships by project). The statement is plain SQL that PostgreSQL
-and SQLite (the demo) read alike.
+migration 0028; the memberships by project). Elsewhere than PostgreSQL (the demo's
+SQLite) the list reads through ``projects_overview`` itself (``sql_rows.written_out``).
 """
 
 from collections.abc import Collection
@@ -18,7 +18,8 @@ from functools import lru_cache
 from django.db import connection
 
 from portal.models import Membership, Project
-from portal.sql_rows import columns, instance, select_list
+from portal.sql_rows import columns, instance, select_list, written_out
+from rental import selectors
 from rental.models import Reservation
 
 
@@ -58,6 +59,12 @@ class ProjectRows:
     def __getitem__(self, window: slice) -> list[Project]:
         if self.among == [] or window.stop <= window.start:
             return []
+        if not written_out():
+            projects = Project.objects.all()
+            if self.among is not None:
+                projects = projects.filter(pk__in=self.among)
+            ordered = selectors.projects_overview(projects).order_by("-is_active", "name", "pk")
+            return list(ordered[window.start : window.stop])
         statuses = [str(status) for status in Reservation.HOLDING]
         params = [*statuses, *statuses, *(self.among or ())]
         with connection.cursor() as cursor:

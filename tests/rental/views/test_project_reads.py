@@ -125,6 +125,6 @@ def page_text(client, slug: str) -> str:
 def test_the_page_reads_the_same_from_the_orm(world, client, monkeypatch, who):
     client.force_login(getattr(world, who))
     written = page_text(client, world.alpha.slug)
-    monkeypatch.setattr(project_reads, "_written_out", lambda: False)
+    monkeypatch.setattr(project_reads, "written_out", lambda: False)
     assert page_text(client, world.alpha.slug) == written
     assert "L4 24GB" in written and "reason 4" in written

@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from portal import access
 from portal.models import Membership, Project
-from rental import selectors
+from rental import project_rows, selectors
 from rental.models import Reservation
 from rental.project_rows import ProjectRows
 from rental.views.projects import PROJECTS_PER_PAGE
@@ -85,3 +85,11 @@ def test_the_list_shows_each_person_the_rows_the_orm_gives(world, client):
             shown += [(row_of(project), role) for project, role in page.context["rows"]]
         roles = access.roles(person)
         assert shown == [(row, roles.get(row[0])) for row in expected], person
+
+
+@pytest.mark.django_db
+def test_elsewhere_than_postgresql_the_list_reads_the_orm(world, monkeypatch):
+    monkeypatch.setattr(project_rows, "written_out", lambda: False)
+    among = access.roles(world.alice)
+    assert [row_of(project) for project in ProjectRows(None)[1:4]] == orm_rows(None)[1:4]
+    assert [row_of(project) for project in ProjectRows(among)[0:10]] == orm_rows(among)
