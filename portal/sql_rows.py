@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection
 from django.db.models import DateTimeField, Model
 
 
@@ -24,17 +24,38 @@ def _order(model: type[Model]) -> tuple[tuple[str, ...], frozenset[str]]:
     return tuple(field.attname for field in fields), dates
 
 
+@cache
+def _plan(
+    model: type[Model], names: tuple[str, ...]
+) -> tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]:
+    """For a row of ``names``: the columns read in the model's order, where each is in
+    the row, and which of them (by place in the model's order) hold a date and time."""
+    order, dates = _order(model)
+    place = {name: at for at, name in enumerate(names)}
+    if len(place) != len(names):
+        raise ValueError(f"{model.__name__}: a column is named twice in {names}")
+    read = tuple(name for name in order if name in place)
+    return (
+        read,
+        tuple(place[name] for name in read),
+        tuple(at for at, name in enumerate(read) if name in dates),
+    )
+
+
 def instance(model: type[Model], names: Sequence[str], values: Sequence[Any]) -> Any:
     """An instance of ``model`` with the columns ``names`` read as ``values``, the
     others deferred (reading one later costs a query)."""
-    order, dates = _order(model)
-    given = dict(zip(names, values, strict=True))
-    for name in dates.intersection(given):
-        value = given[name]
+    names = tuple(names)
+    if len(values) != len(names):
+        raise ValueError(f"{model.__name__}: {len(values)} values for {len(names)} columns")
+    read, places, date_places = _plan(model, names)
+    row = [values[at] for at in places]
+    for at in date_places:
+        value = row[at]
         if isinstance(value, datetime) and value.tzinfo is None:
-            given[name] = value.replace(tzinfo=UTC)
-    read = [name for name in order if name in given]
-    return model.from_db(connection.alias, read, [given[name] for name in read])
+            row[at] = value.replace(tzinfo=UTC)
+    # ``connection`` is the default database's: its alias, without asking the proxy.
+    return model.from_db(DEFAULT_DB_ALIAS, read, row)
 
 
 def columns(model: type[Model]) -> tuple[str, ...]:

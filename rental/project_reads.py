@@ -70,6 +70,16 @@ def _person(alias: str) -> str:
     return ", ".join(f"{alias}.{_user_column(name)}" for name in PERSON_COLUMNS)
 
 
+class _GpuModels(dict):
+    """The GPU models a statement's rows name, one instance each (its id and name): a
+    page's rows share a few models."""
+
+    def named(self, pk: int, name: str) -> GpuModel:
+        if pk not in self:
+            self[pk] = instance(GpuModel, ("id", "name"), (pk, name))
+        return self[pk]
+
+
 # --- Quotas -------------------------------------------------------------------------------
 
 
@@ -147,11 +157,11 @@ def leases_in_progress(project: Project, limit: int) -> list[Reservation]:
     if not written_out():
         return leases_in_progress_orm(project, limit)
     params = [project.pk, *(str(status) for status in selectors.IN_PROGRESS), limit]
-    width, leases = len(LEASE_COLUMNS), []
+    width, leases, models = len(LEASE_COLUMNS), [], _GpuModels()
     for row in _read(_leases_sql(), params):
         lease = instance(Reservation, LEASE_COLUMNS, row[:width])
         name, lease.requester_name = row[width:]
-        lease.gpu_model = instance(GpuModel, ("id", "name"), (lease.gpu_model_id, name))
+        lease.gpu_model = models.named(lease.gpu_model_id, name)
         leases.append(lease)
     return leases
 
@@ -187,10 +197,10 @@ def quota_requests(project: Project) -> list[QuotaRequest]:
     """The project's newest quota changes, each with its GPU model's name and who asked."""
     if not written_out():
         return quota_requests_orm(project)
-    width, found = len(columns(QuotaRequest)), []
+    width, found, models = len(columns(QuotaRequest)), [], _GpuModels()
     for row in _read(_quota_requests_sql(), [project.pk, QUOTA_REQUESTS_SHOWN]):
         asked = instance(QuotaRequest, columns(QuotaRequest), row[:width])
-        asked.gpu_model = instance(GpuModel, ("id", "name"), (asked.gpu_model_id, row[width]))
+        asked.gpu_model = models.named(asked.gpu_model_id, row[width])
         asked.requested_by = instance(
             get_user_model(), ("id", *PERSON_COLUMNS), (asked.requested_by_id, *row[width + 1 :])
         )
