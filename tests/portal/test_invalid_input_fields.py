@@ -7,12 +7,13 @@ form, with the reason.
 
 The entry points are found, not listed: every URL's view (pages and API) and every
 function of the admin modules. A page's inputs are those of the Django forms its view
-builds and of the template forms that post to its URL (the pool page, whose inputs are
-drawn from the view's lists, is read as it is rendered). A page module maps a service's
-name to its form's with ``FORM_FIELD_OF`` (``start`` → ``start_at``). An API action's
-fields are those of the serializer it validates its body with (``self.validated(…)``);
-the API answers with the service's names as they are (``errors`` keyed by ``field``), so
-there they must be the serializer's own. An admin form's are its fields.
+builds and of the template forms that post to its URL; the pool page (whose inputs are
+drawn from the view's lists) and the project page's auto-approve forms (drawn by a tag)
+are read as they are rendered. A page module maps a service's name to its form's with
+``FORM_FIELD_OF`` (``start`` → ``start_at``). An API action's fields are those of the
+serializer it validates its body with (``self.validated(…)``); the API answers with the
+service's names as they are (``errors`` keyed by ``field``), so there they must be the
+serializer's own. An admin form's are its fields.
 
 So a new refusal ``InvalidInput(…, field="x")`` in a service fails here until every form
 and serializer that reaches it has a field ``x`` (or maps ``x`` to one), and a new view
@@ -414,7 +415,8 @@ def mismatches(
 
 @pytest.fixture
 def rendered(db, client: Client) -> dict[str, set[str]]:
-    """The pool page's admin forms as drawn: their inputs come from the view's lists."""
+    """The forms read as drawn: the pool page's admin forms, whose inputs come from the
+    view's lists, and the project page's auto-approve forms, which a tag draws."""
     f0 = factories.fixture_f0()
     client.force_login(f0.admin)
     page = FormReader(client.get(reverse("rental:pool", args=[f0.pool.pk])).content.decode())
@@ -426,6 +428,17 @@ def rendered(db, client: Client) -> dict[str, set[str]]:
     ):
         names = page.names_posting_to(reverse(url_name, args=args))
         assert names, f"the pool page has no form posting to {url_name}"
+        found[url_name] = names
+    # A quota's auto-approve forms on the project page, drawn by a tag (``auto_approve``).
+    quota = f0.alpha.quotas.get()
+    for who, url_name in (
+        (f0.alpha_manager, "rental:quota_auto_approve"),
+        (f0.admin, "rental:quota_auto_approve_caps"),
+    ):
+        client.force_login(who)
+        page = FormReader(client.get(f0.alpha.get_absolute_url()).content.decode())
+        names = page.names_posting_to(reverse(url_name, args=[f0.alpha.slug, quota.pk]))
+        assert names, f"the project page has no form posting to {url_name}"
         found[url_name] = names
     return found
 
