@@ -1,11 +1,14 @@
 """Shared fixtures: the local EC2 endpoint (tests.fixtures_cloud) and fixture F0."""
 
+import os
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import pytest
-from django.db import connection, transaction
+from django.core.servers.basehttp import ThreadedWSGIServer
+from django.db import connection, connections, transaction
 from django.test import override_settings
+from pytest_django.live_server_helper import LiveServer
 
 from tests import factories, servers
 
@@ -44,6 +47,36 @@ def django_db_setup(django_db_setup, django_db_blocker):
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
+
+
+class KeptConnectionsServer(ThreadedWSGIServer):
+    """Django's threaded test server (a thread per browser connection, kept alive from one
+    request to the next), whose threads keep their database connection from one request to
+    the next, as production's CONN_MAX_AGE does, instead of opening one per request (a
+    quarter of a browser walk's server time). A connection that broke or was left in a
+    transaction is still closed at a request's end; each is closed with its browser
+    connection (``ThreadedWSGIServer.close_request``)."""
+
+    def process_request_thread(self, request, client_address):
+        for each in connections.all():
+            each.settings_dict = {**each.settings_dict, "CONN_MAX_AGE": None}
+        super().process_request_thread(request, client_address)
+
+
+@pytest.fixture(scope="session")
+def live_server(request):
+    """pytest-django's ``live_server`` (same address, handler and static files), answering
+    with ``KeptConnectionsServer``."""
+    addr = (
+        request.config.getvalue("liveserver")
+        or os.getenv("DJANGO_LIVE_TEST_SERVER_ADDRESS")
+        or "localhost"
+    )
+    server = LiveServer(addr, start=False)
+    server.thread.server_class = KeptConnectionsServer
+    server.start()
+    yield server
+    server.stop()
 
 
 # The policy every test runs under, whatever the environment's settings say.
