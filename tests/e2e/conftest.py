@@ -12,6 +12,29 @@ DOCS_IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
 EXPECT_TIMEOUT_MS = 20_000
 
 
+# Loaded, no HTMX request on its way, swapping or settling, and no transition running,
+# looked at every frame: what a check or a screenshot needs of a portal page (its partials
+# load on "load" or on a timer), without networkidle's 500 ms of quiet after every page.
+SETTLED = """timeout => new Promise((resolve, reject) => {
+  const deadline = performance.now() + timeout;
+  const busy = () => document.readyState !== "complete"
+    || document.querySelector(".htmx-request, .htmx-swapping, .htmx-settling") !== null
+    || document.getAnimations().some(animation => animation.playState === "running");
+  const look = () => {
+    if (!busy()) resolve();
+    else if (performance.now() > deadline) reject(new Error(`not settled in ${timeout} ms`));
+    else requestAnimationFrame(look);
+  };
+  look();
+})"""
+
+
+def settle(page, timeout_ms: int = 15_000) -> None:
+    """Wait until the page has settled (``SETTLED``); an evaluated function, which the
+    Content-Security-Policy allows, unlike wait_for_function's strings."""
+    page.evaluate(SETTLED, timeout_ms)
+
+
 def screenshot(page, name: str, *, guide: str = "", full_page: bool | None = None) -> Path:
     """Save a screenshot to tests/artifacts/ (the whole page unless ``full_page`` says
     otherwise); one the user guide shows (``guide``: its file name there, the viewport

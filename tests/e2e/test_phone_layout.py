@@ -16,7 +16,7 @@ from rental.loans.admission import submit_reservation
 from rental.management.commands.seed_demo import DEMO_ACCOUNT
 from rental.models import GpuModel, Reservation
 from tests import factories
-from tests.e2e.conftest import screenshot
+from tests.e2e.conftest import screenshot, settle
 from tests.rental.agent.conftest import running_lease
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -112,7 +112,7 @@ def log_in(page, url: str, username: str, password: str) -> None:
 def check_page(page, url: str, path: str) -> None:
     response = page.goto(url + path)
     assert response is not None and response.status == 200, path
-    page.wait_for_load_state("networkidle")
+    settle(page)
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= PHONE["width"], f"{path} is {width} px wide on a {PHONE['width']} px phone"
 
