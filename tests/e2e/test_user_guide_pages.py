@@ -11,7 +11,7 @@ from django.db import connections
 
 from rental.management.commands.seed_demo import DEMO_ACCOUNT
 from tests import factories
-from tests.e2e.conftest import screenshot
+from tests.e2e.conftest import screenshot, settle
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -69,7 +69,7 @@ def test_it_shows_every_role_its_pages(live_server, demo_site, browser):
         expect(page.locator("body")).to_contain_text(text)
         for step in prepare:
             step(page)
-        page.wait_for_load_state("networkidle")
+        settle(page)
         screenshot(page, f"guide-{name}", guide=name)
         context.close()
     connections.close_all()
