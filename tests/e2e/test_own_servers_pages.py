@@ -24,7 +24,7 @@ from rental.fleet.sync import sync_instances
 from rental.management.commands.seed_demo import DEMO_ACCOUNT
 from rental.models import Pool, Reservation
 from tests import factories
-from tests.e2e.conftest import screenshot
+from tests.e2e.conftest import screenshot, settle
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 SIZES = ((1280, 950, ""), (390, 1400, "-phone"))
@@ -75,14 +75,14 @@ def test_the_server_room_in_the_pool_and_on_the_lease_page(
         page.goto(f"{live_server.url}/pools/{pool.pk}/")
         expect(page.locator("body")).to_contain_text("Own servers")
         expect(page.locator("body")).to_contain_text(f"lease #{lease.pk}")
-        page.wait_for_load_state("networkidle")
+        settle(page)
         name = f"own-servers-pool{suffix}"
         screenshot(page, name, guide=name)  # the viewport: the servers are near the top
 
         page.goto(f"{live_server.url}/leases/{lease.pk}/")
         expect(page.locator("#lease-own-system")).to_have_text("The server's own system")
         expect(page.locator("body")).to_contain_text("gpu-box-2")
-        page.wait_for_load_state("networkidle")
+        settle(page)
         name = f"own-server-lease{suffix}"
         screenshot(page, name, guide=name, full_page=True)  # down to the request's image
         context.close()

@@ -14,7 +14,7 @@ from rental.models import Instance
 from tests import factories
 from tests.billing.helpers import at, lease, run
 from tests.billing.test_reconcile_files import CUR, bill_lines
-from tests.e2e.conftest import screenshot
+from tests.e2e.conftest import screenshot, settle
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 SIZES = ((1280, 900, ""), (390, 1200, "-phone"))
@@ -57,7 +57,7 @@ def test_finance_imports_a_bill_and_reads_its_flag_in_both_languages(
                 )
             words = "1 difference" if language == "en" else "1 处差异"
             expect(page.locator("body")).to_contain_text(words)
-            page.wait_for_load_state("networkidle")
+            settle(page)
             tail = "" if language == "en" else "-zh"
             name = f"reconcile-bill{tail}{suffix}"
             screenshot(page, name, guide=name if language == "en" else "", full_page=True)
