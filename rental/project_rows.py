@@ -13,7 +13,7 @@ SQLite) the list reads through ``projects_overview`` itself (``sql_rows.written_
 """
 
 from collections.abc import Collection
-from functools import lru_cache
+from functools import cache
 
 from django.db import connection
 
@@ -23,17 +23,19 @@ from rental import selectors
 from rental.models import Reservation
 
 
-@lru_cache(maxsize=64)
-def _sql(among: int | None) -> str:
-    """All projects (``among`` None) or ``among`` of them (that many ids), in the list's
-    order: active before inactive, then by name."""
+@cache
+def _sql(of_some: bool) -> str:
+    """All projects, or (``of_some``) those whose ids are one array parameter, in the
+    list's order: active before inactive, then by name."""
     quote = connection.ops.quote_name
     holding = ", ".join(["%s"] * len(Reservation.HOLDING))
     leases = (
         f" FROM {quote(Reservation._meta.db_table)} r"
         f" WHERE r.project_id = p.id AND r.status IN ({holding})"
     )
-    where = "" if among is None else f" WHERE p.id IN ({', '.join(['%s'] * among)})"
+    # An array of the ids, as ``portal.sql_arrays.AnyOf`` sends them: one statement
+    # whatever the number of a person's projects.
+    where = " WHERE p.id = ANY(%s::bigint[])" if of_some else ""
     return (
         f"SELECT {select_list('p', Project)},"
         f" (SELECT COUNT(*) FROM {quote(Membership._meta.db_table)} m"
@@ -66,11 +68,10 @@ class ProjectRows:
             ordered = selectors.projects_overview(projects).order_by("-is_active", "name", "pk")
             return list(ordered[window.start : window.stop])
         statuses = [str(status) for status in Reservation.HOLDING]
-        params = [*statuses, *statuses, *(self.among or ())]
+        params = [*statuses, *statuses] + ([] if self.among is None else [self.among])
         with connection.cursor() as cursor:
             cursor.execute(
-                _sql(None if self.among is None else len(self.among)),
-                [*params, window.stop - window.start, window.start],
+                _sql(self.among is not None), [*params, window.stop - window.start, window.start]
             )
             rows = cursor.fetchall()
         width, found = len(columns(Project)), []
