@@ -23,6 +23,7 @@ from functools import cache
 from typing import Any
 
 from django import template
+from django.template.defaulttags import CsrfTokenNode
 from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.timezone import template_localtime
@@ -273,15 +274,10 @@ def _auto_approve_form(context: Any, quota: Any, key: str) -> str:
             )
         )
     other = refused and error_field not in {name for name, *_ in form.fields}
-    csrf = context.get("csrf_token")
     return AUTO_APPROVE_FORM.format(
         action=escaped(reverse(form.route, args=[context["project"].slug, quota.pk])),
         form_id=f"{form.form_id}-{pk}",
-        csrf=(
-            f'<input type="hidden" name="csrfmiddlewaretoken" value="{escaped(csrf)}">'
-            if csrf and csrf != "NOTPROVIDED"
-            else ""
-        ),
+        csrf=CsrfTokenNode().render(context),  # Django's own {% csrf_token %}
         fields="".join(drawn),
         other_error=f'    <p class="field-error field-wide">{message}</p>\n' if other else "",
         button_id=f"{form.button_id}-{pk}",
